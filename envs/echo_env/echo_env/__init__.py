@@ -1,0 +1,20 @@
+"""Echo environment: the reference MCP tool environment."""
+
+from openenv.core.env_server.mcp_types import (
+    CallToolAction,
+    CallToolObservation,
+    ListToolsAction,
+    ListToolsObservation,
+)
+from openenv.core.env_server.types import State
+
+from .client import EchoEnv
+
+__all__ = [
+    "CallToolAction",
+    "CallToolObservation",
+    "EchoEnv",
+    "ListToolsAction",
+    "ListToolsObservation",
+    "State",
+]

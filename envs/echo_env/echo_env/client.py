@@ -1,0 +1,13 @@
+"""Typed client for the echo environment."""
+
+from __future__ import annotations
+
+from openenv.core.mcp_client import MCPToolClient
+
+
+class EchoEnv(MCPToolClient):
+    """Client for the echo environment.
+
+    `step(CallToolAction(...))` works in any mode; `call_tool("echo_message", message=...)` uses
+    HTTP `/mcp` in production mode (the default) and a Gym step in simulation mode.
+    """

@@ -1,0 +1,5 @@
+"""Server side of the echo environment."""
+
+from .echo_environment import EchoEnvironment
+
+__all__ = ["EchoEnvironment"]

@@ -1,0 +1,1 @@
+"""The `openenv` command line."""

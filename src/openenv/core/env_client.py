@@ -1,0 +1,427 @@
+"""`EnvClient`: the async WebSocket client a trainer uses to drive one environment session.
+
+Against an openenv server the client negotiates the `openenv.v1` subprotocol and then tags every
+request with an id: replies are matched by id (a timed-out request never shifts later replies),
+and when the connection drops the client reconnects, resumes the same session and re-sends what
+was unanswered; the server answers a repeated id from its stored replies, so no step is lost or
+applied twice. Against an OpenEnv server (no subprotocol) it speaks the plain protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import typing
+from typing import Any, ClassVar, Generic, TypeVar
+from urllib.parse import quote
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from .client_errors import (
+    ConnectionLostError,
+    RequestTimeoutError,
+    SessionLostError,
+    error_from_data,
+)
+from .client_types import StepResult
+from .env_server.serialization import dumps, loads
+from .env_server.types import Observation, State
+from .utils import convert_to_http_url, convert_to_ws_url
+
+logger = logging.getLogger("openenv.client")
+
+ActT = TypeVar("ActT")
+ObsT = TypeVar("ObsT")
+StateT = TypeVar("StateT")
+
+SUBPROTOCOL = "openenv.v1"
+_MODES = ("simulation", "production")
+
+
+def _resolve_mode(mode: str | None, default: str = "simulation") -> str:
+    value = (mode or os.environ.get("OPENENV_CLIENT_MODE") or default).strip().lower()
+    if value not in _MODES:
+        raise ValueError(f"mode must be 'simulation' or 'production', got {value!r}")
+    return value
+
+
+class EnvClient(Generic[ActT, ObsT, StateT]):
+    """Async client for one environment session over `/ws`.
+
+    Subclasses name their types, e.g. `class MyEnv(EnvClient[MyAction, MyObservation, MyState])`,
+    and parsing follows; `_step_payload`, `_parse_result` and `_parse_state` stay overridable.
+    """
+
+    action_type: ClassVar[type | None] = None
+    observation_type: ClassVar[type | None] = None
+    state_type: ClassVar[type | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            args = typing.get_args(base)
+            if len(args) == 3:
+                for attr, arg in zip(("action_type", "observation_type", "state_type"), args):
+                    if isinstance(arg, type) and attr not in cls.__dict__:
+                        setattr(cls, attr, arg)
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        connect_timeout_s: float = 10.0,
+        message_timeout_s: float = 60.0,
+        max_message_size_mb: float = 100.0,
+        provider: Any = None,
+        mode: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+        ping_interval_s: float | None = 20.0,
+        ping_timeout_s: float | None = 20.0,
+        resume: bool = True,
+        max_reconnect_attempts: int = 5,
+        reconnect_backoff_s: float = 0.2,
+    ) -> None:
+        if base_url is None:
+            raise ValueError("base_url is required (e.g. 'http://localhost:8000')")
+        self._base_url = convert_to_http_url(base_url)
+        self._ws_base = convert_to_ws_url(base_url) + "/ws"
+        self._mode = _resolve_mode(mode)
+        self.connect_timeout_s = connect_timeout_s
+        self.message_timeout_s = message_timeout_s
+        self.max_message_size = int(max_message_size_mb * 1024 * 1024)
+        self.headers = dict(headers or {})
+        self.ping_interval_s = ping_interval_s
+        self.ping_timeout_s = ping_timeout_s
+        self.resume = resume
+        self.max_reconnect_attempts = max_reconnect_attempts
+        self.reconnect_backoff_s = reconnect_backoff_s
+        self._provider = provider
+        self._ws: ClientConnection | None = None
+        self._extended = False
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: dict[int, tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = {}
+        self._ids = itertools.count(1)
+        self._lock: asyncio.Lock | None = None
+        self._connect_lock: asyncio.Lock | None = None
+        self._recovering: asyncio.Task[None] | None = None
+        self._closing = False
+        self._session_id: str | None = None
+        self._session_info: dict[str, Any] = {}
+        self._attach_session_id: str | None = None
+        self._sync_client: Any = None
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def session_id(self) -> str | None:
+        """The server's id for this session (openenv servers only)."""
+        return self._session_id
+
+    @property
+    def supports_resume(self) -> bool:
+        return self._extended
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _url(self, session_id: str | None) -> str:
+        if session_id:
+            return f"{self._ws_base}?session_id={quote(session_id)}"
+        return self._ws_base
+
+    async def _open(self, session_id: str | None) -> ClientConnection:
+        try:
+            return await connect(
+                self._url(session_id),
+                subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
+                open_timeout=self.connect_timeout_s,
+                max_size=self.max_message_size,
+                ping_interval=self.ping_interval_s,
+                ping_timeout=self.ping_timeout_s,
+                additional_headers=self.headers or None,
+                proxy=None,
+                compression=None,
+            )
+        except (OSError, InvalidHandshake, asyncio.TimeoutError) as exc:
+            raise ConnectionError(f"Failed to connect to {self._ws_base}: {exc}") from exc
+
+    async def connect(self) -> EnvClient[ActT, ObsT, StateT]:
+        """Open the connection (idempotent); a session is created or attached on the server."""
+        if self._ws is not None:
+            return self
+        if self._connect_lock is None:
+            self._connect_lock = asyncio.Lock()
+        async with self._connect_lock:
+            if self._ws is not None:
+                return self
+            self._closing = False
+            ws = await self._open(self._attach_session_id)
+            self._ws = ws
+            self._extended = ws.subprotocol == SUBPROTOCOL
+            if self._extended:
+                self._reader = asyncio.get_running_loop().create_task(self._read_loop(ws))
+        return self
+
+    async def disconnect(self) -> None:
+        """End the session: send `close` and close the connection."""
+        self._closing = True
+        ws, self._ws = self._ws, None
+        if self._recovering is not None:
+            self._recovering.cancel()
+            self._recovering = None
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.send('{"type":"close"}'), 2.0)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), 2.0)
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reader
+            self._reader = None
+        self._fail_pending(ConnectionLostError("Client disconnected"))
+        self._session_id = None
+
+    async def close(self) -> None:
+        """Disconnect and stop the provider (container/process) this client started, if any."""
+        await self.disconnect()
+        provider, self._provider = self._provider, None
+        if provider is not None:
+            stop = getattr(provider, "stop_container", None) or getattr(provider, "stop", None)
+            if stop is not None:
+                result = stop()
+                if asyncio.iscoroutine(result):
+                    await result
+
+    async def __aenter__(self) -> EnvClient[ActT, ObsT, StateT]:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __enter__(self) -> Any:
+        raise TypeError(
+            f"{type(self).__name__} is async: use 'async with {type(self).__name__}(...)' or "
+            f"'with {type(self).__name__}(...).sync() as client:'"
+        )
+
+    def __exit__(self, *exc: Any) -> None:  # pragma: no cover - __enter__ always raises
+        return None
+
+    def sync(self) -> Any:
+        """A blocking wrapper around this client (`with EchoEnv(...).sync() as env:`)."""
+        from .sync_client import SyncEnvClient
+
+        if self._sync_client is None:
+            self._sync_client = SyncEnvClient(self)
+        return self._sync_client
+
+    # -- extended protocol: id-tagged requests and resume ---------------------------------
+
+    async def _read_loop(self, ws: ClientConnection) -> None:
+        try:
+            async for raw in ws:
+                msg = loads(raw)
+                kind = msg.get("type")
+                if kind == "session":
+                    self._session_info = msg.get("data") or {}
+                    self._session_id = self._session_info.get("session_id")
+                    continue
+                rid = msg.get("id")
+                entry = self._pending.pop(rid, None) if rid is not None else None
+                if entry is not None:
+                    if not entry[1].done():
+                        entry[1].set_result(msg)
+                elif kind == "error":
+                    # An error without an id comes before the session exists (capacity, factory)
+                    # or for a frame the server could not parse: it fails every waiting request.
+                    self._fail_pending(error_from_data(msg.get("data") or {}))
+        except ConnectionClosed:
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("openenv client reader failed")
+        if ws is self._ws and not self._closing:
+            self._ws = None
+            if self._pending or self.resume:
+                self._recovering = asyncio.get_running_loop().create_task(self._recover())
+
+    async def _recover(self) -> None:
+        """Reconnect, resume the session and re-send unanswered requests."""
+        session_id = self._session_id
+        if not self.resume or session_id is None:
+            self._fail_pending(
+                ConnectionLostError("Connection to the environment server dropped; session lost")
+            )
+            return
+        last_exc: BaseException | None = None
+        for attempt in range(self.max_reconnect_attempts):
+            if self._closing:
+                return
+            try:
+                ws = await self._open(session_id)
+                raw = await asyncio.wait_for(ws.recv(), self.connect_timeout_s)
+            except (ConnectionError, ConnectionClosed, asyncio.TimeoutError, OSError) as exc:
+                last_exc = exc
+                await asyncio.sleep(self.reconnect_backoff_s * (2**attempt))
+                continue
+            msg = loads(raw)
+            if msg.get("type") != "session":
+                with contextlib.suppress(Exception):
+                    await ws.close()
+                data = msg.get("data") or {}
+                self._session_id = None
+                self._fail_pending(
+                    SessionLostError(
+                        f"Session {session_id} could not be resumed: {data.get('message')}",
+                        str(data.get("code", "SESSION_ERROR")),
+                        data,
+                    )
+                )
+                return
+            self._session_info = msg.get("data") or {}
+            self._ws = ws
+            self._reader = asyncio.get_running_loop().create_task(self._read_loop(ws))
+            logger.info("Resumed session %s after a dropped connection", session_id)
+            for rid in sorted(self._pending):
+                with contextlib.suppress(ConnectionClosed):
+                    await ws.send(dumps(self._pending[rid][0]).decode())
+            return
+        self._fail_pending(
+            ConnectionLostError(
+                f"Could not reconnect to {self._ws_base} after {self.max_reconnect_attempts} "
+                f"attempts: {last_exc}"
+            )
+        )
+
+    def _fail_pending(self, exc: BaseException) -> None:
+        pending, self._pending = self._pending, {}
+        for _, fut in pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+
+    async def _wait_connected(self) -> None:
+        if self._ws is None and self._recovering is not None and not self._recovering.done():
+            await asyncio.shield(self._recovering)
+        if self._ws is None:
+            if self._session_id is not None and not self._closing:
+                raise SessionLostError(
+                    f"Session {self._session_id} was lost with its connection",
+                    "SESSION_NOT_FOUND",
+                )
+            await self.connect()
+
+    async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        await self._wait_connected()
+        if not self._extended:
+            reply = await self._request_plain(message)
+        else:
+            rid = next(self._ids)
+            message = {**message, "id": rid}
+            fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._pending[rid] = (message, fut)
+            ws = self._ws
+            if ws is not None:
+                with contextlib.suppress(ConnectionClosed):
+                    await ws.send(dumps(message).decode())  # a drop is healed by _recover
+            try:
+                reply = await asyncio.wait_for(asyncio.shield(fut), self.message_timeout_s)
+            except asyncio.TimeoutError:
+                self._pending.pop(rid, None)
+                raise RequestTimeoutError(
+                    f"No reply to {message.get('type')} within {self.message_timeout_s:g}s"
+                ) from None
+        if reply.get("type") == "error":
+            raise error_from_data(reply.get("data") or {})
+        return reply
+
+    async def _request_plain(self, message: dict[str, Any]) -> dict[str, Any]:
+        """OpenEnv servers: strict lockstep; a timeout drops the connection to avoid desync."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._ws is None:
+                await self.connect()
+            ws = self._ws
+            assert ws is not None
+            try:
+                await ws.send(dumps(message).decode())
+                raw = await asyncio.wait_for(ws.recv(), self.message_timeout_s)
+            except asyncio.TimeoutError:
+                self._ws = None
+                with contextlib.suppress(Exception):
+                    await ws.close()
+                raise RequestTimeoutError(
+                    f"No reply to {message.get('type')} within {self.message_timeout_s:g}s; "
+                    "the connection was closed (this server cannot match late replies)"
+                ) from None
+            except ConnectionClosed as exc:
+                self._ws = None
+                raise ConnectionLostError(f"Connection to {self._ws_base} closed: {exc}") from exc
+            return loads(raw)
+
+    # -- the Gym-style API --------------------------------------------------------------
+
+    async def reset(self, **kwargs: Any) -> StepResult[ObsT]:
+        """Start an episode; keyword arguments (seed, episode_id, ...) go to the env's reset."""
+        reply = await self._request({"type": "reset", "data": kwargs})
+        return self._parse_result(reply.get("data") or {})
+
+    async def step(self, action: ActT, **kwargs: Any) -> StepResult[ObsT]:
+        reply = await self._request({"type": "step", "data": self._step_payload(action)})
+        return self._parse_result(reply.get("data") or {})
+
+    async def state(self) -> StateT:
+        reply = await self._request({"type": "state"})
+        return self._parse_state(reply.get("data") or {})
+
+    async def mcp_request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """A JSON-RPC call tunnelled over this session's WebSocket (`{"type":"mcp"}`)."""
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+        reply = await self._request({"type": "mcp", "data": rpc})
+        return reply.get("data") or {}
+
+    # -- parse hooks ----------------------------------------------------------------------
+
+    def _step_payload(self, action: ActT) -> dict[str, Any]:
+        if isinstance(action, dict):
+            return dict(action)
+        if hasattr(action, "model_dump"):
+            payload = action.model_dump(mode="json")  # type: ignore[union-attr]
+            if not payload.get("metadata"):
+                payload.pop("metadata", None)
+            return payload
+        return dict(vars(action))
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
+        obs_data = dict(payload.get("observation") or {})
+        inner_meta = obs_data.pop("metadata", None)
+        metadata = payload.get("metadata") or inner_meta or {}
+        reward = payload.get("reward")
+        done = bool(payload.get("done", False))
+        cls = self.observation_type
+        if cls is not None and isinstance(cls, type) and issubclass(cls, Observation):
+            observation: Any = cls.model_validate(
+                {**obs_data, "reward": reward, "done": done, "metadata": metadata}
+            )
+        else:
+            observation = dict(payload.get("observation") or {})
+        return StepResult(observation=observation, reward=reward, done=done, metadata=metadata)
+
+    def _parse_state(self, payload: dict[str, Any]) -> StateT:
+        cls = self.state_type
+        if cls is not None and isinstance(cls, type) and issubclass(cls, State):
+            return cls.model_validate(payload)  # type: ignore[return-value]
+        return payload  # type: ignore[return-value]

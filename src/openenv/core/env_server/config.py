@@ -1,0 +1,70 @@
+"""Server settings, from arguments first and environment variables second."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+#: Sessions allowed at once when the environment supports concurrency and nothing else is said.
+DEFAULT_CONCURRENT_SESSIONS = 1024
+
+
+def _env_number(name: str, kind: type) -> Any | None:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise ValueError(
+            f"Environment variable {name}={raw!r} is not a valid {kind.__name__}"
+        ) from exc
+
+
+@dataclass
+class ServerConfig:
+    """How a server holds sessions. `None` for a timeout disables it."""
+
+    #: Sessions served at once (WebSocket, HTTP and MCP sessions share this pool).
+    max_concurrent_envs: int | None = None
+    #: Seconds a session may stay idle before it is closed (reaper). Env: OPENENV_SESSION_TIMEOUT.
+    session_timeout: float | None = 900.0
+    #: Seconds a dropped resumable WebSocket session is kept for its client to come back.
+    resume_grace_s: float = 60.0
+    #: Connections allowed to wait for a free slot, and how long each may wait.
+    max_queued: int = 1024
+    queue_timeout_s: float = 30.0
+    #: Largest accepted message (WebSocket frame or HTTP body), in bytes.
+    max_message_bytes: int = 8 * 1024 * 1024
+    #: Replies kept per resumable session so a re-sent request is answered, not re-applied.
+    replay_window: int = 32
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ServerConfig:
+        """Build a config: explicit (non-None) overrides win over environment variables."""
+        values: dict[str, Any] = {}
+        env_map = {
+            "max_concurrent_envs": ("MAX_CONCURRENT_ENVS", int),
+            "session_timeout": ("OPENENV_SESSION_TIMEOUT", float),
+            "resume_grace_s": ("OPENENV_RESUME_GRACE", float),
+            "max_queued": ("OPENENV_MAX_QUEUED", int),
+            "queue_timeout_s": ("OPENENV_QUEUE_TIMEOUT", float),
+            "max_message_bytes": ("OPENENV_MAX_MESSAGE_BYTES", int),
+        }
+        for name, (var, kind) in env_map.items():
+            value = _env_number(var, kind)
+            if value is not None:
+                values[name] = value
+        known = {f.name for f in fields(cls)}
+        for name, value in overrides.items():
+            if name not in known:
+                raise TypeError(f"Unknown server option {name!r}")
+            if value is not None:
+                values[name] = value
+        config = cls(**values)
+        if config.session_timeout is not None and config.session_timeout <= 0:
+            config.session_timeout = None
+        if config.max_concurrent_envs is not None and config.max_concurrent_envs < 1:
+            raise ValueError("max_concurrent_envs must be at least 1")
+        return config

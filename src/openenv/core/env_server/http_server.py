@@ -1,0 +1,389 @@
+"""The FastAPI application that serves one environment over HTTP, WebSocket and MCP."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import Body, FastAPI, Header, Query, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .config import ServerConfig
+from .errors import ServerSideError, error_data
+from .interfaces import Environment, state_class_of
+from .mcp_endpoint import MCPEndpoint
+from .serialization import deserialize_action, dumps, serialize_observation
+from .sessions import Session, SessionManager
+from .types import (
+    Action,
+    ConcurrencyConfig,
+    EnvironmentMetadata,
+    HealthResponse,
+    Observation,
+    ResetRequest,
+    ResetResponse,
+    SchemaResponse,
+    ServerCapacityStatus,
+    ServerMode,
+    State,
+    StepRequest,
+    WSErrorCode,
+)
+from .ws import WebSocketHandler, validation_errors
+
+logger = logging.getLogger("openenv.server")
+
+#: Header (or `session_id` query parameter) naming an HTTP session; "new" on /reset opens one.
+SESSION_HEADER = "X-OpenEnv-Session-Id"
+#: OpenAPI `info.version`: OpenEnv tooling reads "1.x" as the HTTP protocol profile.
+PROTOCOL_VERSION = "1.0.0"
+
+EnvFactory = Callable[[], Environment]
+
+
+def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        dumps(payload), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def _error_response(exc: ServerSideError) -> Response:
+    headers = {"Retry-After": "1"} if exc.http_status == 503 else None
+    return _json({"detail": exc.to_data()}, exc.http_status, headers)
+
+
+class BodySizeLimit:
+    """Refuses HTTP bodies over the configured size before they are read (413)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope["headers"]:
+                if name == b"content-length":
+                    if value.isdigit() and int(value) > self.limit:
+                        body = dumps(
+                            {
+                                "detail": error_data(
+                                    WSErrorCode.MESSAGE_TOO_LARGE,
+                                    f"Request body of {int(value)} bytes exceeds the limit of "
+                                    f"{self.limit} bytes",
+                                    limit=self.limit,
+                                )
+                            }
+                        )
+                        await send(
+                            {
+                                "type": "http.response.start",
+                                "status": 413,
+                                "headers": [(b"content-type", b"application/json")],
+                            }
+                        )
+                        await send({"type": "http.response.body", "body": body})
+                        return
+                    break
+        await self.app(scope, receive, send)
+
+
+class HTTPEnvServer:
+    """Binds an environment factory to the OpenEnv routes."""
+
+    def __init__(
+        self,
+        env: EnvFactory,
+        action_cls: type[Action],
+        observation_cls: type[Observation],
+        max_concurrent_envs: int | None = None,
+        concurrency_config: ConcurrencyConfig | None = None,
+        *,
+        env_name: str | None = None,
+        state_cls: type[State] | None = None,
+        config: ServerConfig | None = None,
+        **options: Any,
+    ) -> None:
+        if max_concurrent_envs is not None and concurrency_config is not None:
+            raise ValueError("Pass either max_concurrent_envs or concurrency_config, not both")
+        if concurrency_config is not None:
+            max_concurrent_envs = concurrency_config.max_concurrent_envs
+            if concurrency_config.session_timeout is not None:
+                options.setdefault("session_timeout", concurrency_config.session_timeout)
+        if config is None:
+            config = ServerConfig.from_env(max_concurrent_envs=max_concurrent_envs, **options)
+        elif max_concurrent_envs is not None:
+            config.max_concurrent_envs = max_concurrent_envs
+        self.config = config
+        self.manager = SessionManager(env, config)
+        self.action_cls = action_cls
+        self.observation_cls = observation_cls
+        self.state_cls = state_cls or state_class_of(self.manager.env_class)
+        self.env_name = env_name
+        self.mode = ServerMode.SIMULATION
+        self.mcp = MCPEndpoint(self)
+        self.ws = WebSocketHandler(self)
+        self._metadata: EnvironmentMetadata | None = None
+
+    # -- properties kept from OpenEnv's HTTPEnvServer -------------------------------------
+
+    @property
+    def active_sessions(self) -> int:
+        return len(self.manager.sessions)
+
+    @property
+    def max_concurrent_envs(self) -> int:
+        return self.manager.max_sessions
+
+    @property
+    def is_concurrency_safe(self) -> bool:
+        return bool(getattr(self.manager.env_class, "SUPPORTS_CONCURRENT_SESSIONS", False))
+
+    def get_capacity_status(self) -> ServerCapacityStatus:
+        return self.manager.capacity()
+
+    def get_session_info(self, session_id: str) -> Any:
+        session = self.manager.sessions.get(session_id)
+        return session.info() if session is not None else None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
+        """Start the reaper with the app; on shutdown close every session and environment."""
+        self.manager.ensure_reaper()
+        try:
+            yield
+        finally:
+            await self.manager.shutdown()
+
+    # -- routes ---------------------------------------------------------------------------
+
+    def register_routes(self, app: FastAPI, mode: ServerMode | str = ServerMode.SIMULATION):
+        try:
+            self.mode = ServerMode(mode.lower() if isinstance(mode, str) else mode)
+        except ValueError:
+            raise ValueError(
+                f"Invalid server mode {mode!r}: use 'simulation' or 'production'"
+            ) from None
+        self.manager.env_mode = self.mode.value
+        server = self
+
+        @app.get("/health", response_model=HealthResponse, tags=["Health"])
+        async def health() -> Response:
+            return _json({"status": "healthy"})
+
+        @app.get("/metadata", response_model=EnvironmentMetadata, tags=["Environment Info"])
+        async def metadata() -> Response:
+            try:
+                return _json((await server.metadata()).model_dump())
+            except ServerSideError as exc:
+                return _error_response(exc)
+
+        @app.get("/schema", response_model=SchemaResponse, tags=["Schema"])
+        async def schema() -> Response:
+            return _json(server.schema())
+
+        @app.get("/capacity", response_model=ServerCapacityStatus, tags=["Health"])
+        async def capacity() -> Response:
+            return _json(server.manager.capacity().model_dump())
+
+        @app.post("/mcp", tags=["MCP"])
+        async def mcp_post(request: Request) -> Response:
+            return await server.mcp.http_post(request)
+
+        @app.delete("/mcp", tags=["MCP"])
+        async def mcp_delete(request: Request) -> Response:
+            return await server.mcp.http_delete(request)
+
+        @app.get("/mcp", tags=["MCP"])
+        async def mcp_get() -> Response:
+            # Streamable HTTP: this server sends no server-initiated stream.
+            return Response(status_code=405, headers={"Allow": "POST, DELETE"})
+
+        app.add_api_websocket_route("/ws", self.ws)
+        app.add_api_websocket_route("/mcp", self.mcp.websocket)
+
+        if self.mode is ServerMode.SIMULATION:
+            self._register_simulation_routes(app)
+
+    def _register_simulation_routes(self, app: FastAPI) -> None:
+        server = self
+        manager = self.manager
+
+        @app.post("/reset", response_model=ResetResponse, tags=["Environment Control"])
+        async def reset(
+            request: ResetRequest | None = Body(default=None),
+            x_openenv_session_id: str | None = Header(default=None),
+            session_id: str | None = Query(default=None),
+        ) -> Response:
+            """Start an episode. Send session id `new` to open an HTTP session (returned in the
+            reply), an existing id to start a new episode in it, or none to stay stateless."""
+            sid = x_openenv_session_id or session_id
+            kwargs = request.model_dump(exclude_unset=True) if request is not None else {}
+            try:
+                if not sid:
+                    obs = await manager.with_throwaway_env(lambda s: manager.reset(s, kwargs))
+                    return _json(serialize_observation(obs))
+                if sid == "new":
+                    session = await manager.create("http")
+                else:
+                    session = manager.get(sid)
+                try:
+                    obs = await manager.reset(session, kwargs)
+                except ServerSideError:
+                    if sid == "new":
+                        await manager.destroy(session, "reset failed")
+                    raise
+                payload = serialize_observation(obs)
+                payload["session_id"] = session.id
+                return _json(payload, headers={SESSION_HEADER: session.id})
+            except ServerSideError as exc:
+                return _error_response(exc)
+
+        @app.post("/step", response_model=ResetResponse, tags=["Environment Control"])
+        async def step(
+            request: StepRequest,
+            x_openenv_session_id: str | None = Header(default=None),
+            session_id: str | None = Query(default=None),
+        ) -> Response:
+            """Apply an action. With a session id it acts on that session's episode."""
+            sid = x_openenv_session_id or session_id
+            try:
+                action = deserialize_action(request.action, server.action_cls)
+            except ValidationError as exc:
+                return _json({"detail": validation_errors(exc)}, 422)
+            kwargs = request.model_dump(exclude_unset=True, exclude={"action"})
+            try:
+                if not sid:
+                    obs = await manager.with_throwaway_env(
+                        lambda s: manager.step(s, action, kwargs)
+                    )
+                    return _json(serialize_observation(obs))
+                session = manager.get(sid)
+                obs = await manager.step(session, action, kwargs)
+                payload = serialize_observation(obs)
+                payload["session_id"] = session.id
+                return _json(payload, headers={SESSION_HEADER: session.id})
+            except ServerSideError as exc:
+                return _error_response(exc)
+
+        @app.get("/state", tags=["State Management"])
+        async def state(
+            x_openenv_session_id: str | None = Header(default=None),
+            session_id: str | None = Query(default=None),
+        ) -> Response:
+            """The episode state, with every field of the environment's State class."""
+            sid = x_openenv_session_id or session_id
+            try:
+                if not sid:
+                    st = await manager.with_throwaway_env(manager.state)
+                else:
+                    st = await manager.state(manager.get(sid))
+                return _json(st.model_dump())
+            except ServerSideError as exc:
+                return _error_response(exc)
+
+        @app.delete("/sessions/{session_id}", tags=["Environment Control"])
+        async def close_session(session_id: str) -> Response:
+            """End an HTTP session and free its slot."""
+            try:
+                session = manager.get(session_id)
+            except ServerSideError as exc:
+                return _error_response(exc)
+            await manager.destroy(session, "closed by client")
+            return _json({"session_id": session_id, "closed": True})
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    async def metadata(self) -> EnvironmentMetadata:
+        if self._metadata is None:
+
+            async def read(session: Session) -> EnvironmentMetadata:
+                assert session.env is not None
+                return session.env.get_metadata()
+
+            meta = await self.manager.with_throwaway_env(read)
+            if self.env_name and meta.name == type(meta).__name__:
+                meta.name = self.env_name
+            self._metadata = meta
+        return self._metadata
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "action": self.action_cls.model_json_schema(),
+            "observation": self.observation_cls.model_json_schema(),
+            "state": self.state_cls.model_json_schema(),
+        }
+
+
+def _server_mode(mode: ServerMode | str | None) -> ServerMode:
+    raw = mode if mode is not None else os.environ.get("OPENENV_MODE", "simulation")
+    return ServerMode(raw.lower() if isinstance(raw, str) else raw)
+
+
+def create_fastapi_app(
+    env: EnvFactory,
+    action_cls: type[Action],
+    observation_cls: type[Observation],
+    max_concurrent_envs: int | None = None,
+    concurrency_config: ConcurrencyConfig | None = None,
+    env_name: str | None = None,
+    state_cls: type[State] | None = None,
+    *,
+    mode: ServerMode | str | None = None,
+    **options: Any,
+) -> FastAPI:
+    """Build the app. `options` are `ServerConfig` fields (session_timeout, max_queued, ...)."""
+    server = HTTPEnvServer(
+        env,
+        action_cls,
+        observation_cls,
+        max_concurrent_envs,
+        concurrency_config,
+        env_name=env_name,
+        state_cls=state_cls,
+        **options,
+    )
+    app = FastAPI(
+        title="OpenEnv Environment HTTP API",
+        version=PROTOCOL_VERSION,
+        description=f"Environment {env_name or server.manager.factory_name} served by openenv.",
+        lifespan=server.lifespan,
+    )
+    server.register_routes(app, _server_mode(mode))
+    app.add_middleware(BodySizeLimit, limit=server.config.max_message_bytes)
+    app.state.openenv_server = server
+    return app
+
+
+def create_app(
+    env: EnvFactory,
+    action_cls: type[Action],
+    observation_cls: type[Observation],
+    env_name: str | None = None,
+    max_concurrent_envs: int | None = None,
+    concurrency_config: ConcurrencyConfig | None = None,
+    *,
+    state_cls: type[State] | None = None,
+    mode: ServerMode | str | None = None,
+    **options: Any,
+) -> FastAPI:
+    """Build the FastAPI app for an environment factory (OpenEnv's signature)."""
+    for gradio_only in ("gradio_builder", "custom_tab_name", "custom_tab_primary"):
+        options.pop(gradio_only, None)
+    for gradio_only in ("show_default_tab", "title_override"):
+        options.pop(gradio_only, None)
+    return create_fastapi_app(
+        env,
+        action_cls,
+        observation_cls,
+        max_concurrent_envs,
+        concurrency_config,
+        env_name,
+        state_cls,
+        mode=mode,
+        **options,
+    )

@@ -1,0 +1,155 @@
+"""The `Environment` base class that every served environment implements."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from abc import ABC, abstractmethod
+from typing import Any, Generic, Protocol, TypedDict, TypeVar
+
+from .types import Action, EnvironmentMetadata, Observation, State
+
+ActT = TypeVar("ActT", bound=Action)
+ObsT = TypeVar("ObsT", bound=Observation)
+StateT = TypeVar("StateT", bound=State)
+
+
+class Message(TypedDict):
+    """A chat message compatible with Hugging Face chat templates."""
+
+    role: str
+    content: str
+
+
+class ModelTokenizer(Protocol):
+    def apply_chat_template(
+        self,
+        conversation: list[Message],
+        tokenize: bool = True,
+        return_tensors: str | None = None,
+        **kwargs: Any,
+    ) -> Any: ...
+
+    def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str: ...
+
+
+class Transform(ABC, Generic[ObsT]):
+    """Maps an observation to another one (TorchRL style), e.g. to add a shaped reward."""
+
+    @abstractmethod
+    def __call__(self, observation: ObsT) -> ObsT: ...
+
+
+class Environment(ABC, Generic[ActT, ObsT, StateT]):
+    """An environment served to trainers and agents.
+
+    Implement `reset`, `step` and the `state` property (sync), or override `reset_async` /
+    `step_async` for environments that are naturally async. The server runs sync methods on a
+    worker thread so they never block other sessions, and calls the async ones on its loop.
+    """
+
+    #: Set True when several instances may live in one process at once.
+    SUPPORTS_CONCURRENT_SESSIONS: bool = False
+    #: Set True for thread-affine libraries: every sync call of every session then runs on one thread.
+    REQUIRES_SINGLE_THREAD_EXECUTOR: bool = False
+
+    transform: Transform[ObsT] | None = None
+    rubric: Any = None
+
+    def __init__(self, transform: Transform[ObsT] | None = None, rubric: Any = None) -> None:
+        self.transform = transform
+        self.rubric = rubric
+
+    @abstractmethod
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
+        """Start a new episode; the same seed must give the same episode."""
+
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> ObsT:
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+
+    @abstractmethod
+    def step(self, action: ActT, timeout_s: float | None = None, **kwargs: Any) -> ObsT:
+        """Apply one action and return what the agent observes."""
+
+    async def step_async(self, action: ActT, timeout_s: float | None = None, **kwargs: Any) -> ObsT:
+        return self.step(action, timeout_s=timeout_s, **kwargs)
+
+    @property
+    @abstractmethod
+    def state(self) -> StateT: ...
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        name = type(self).__name__
+        return EnvironmentMetadata(name=name, description=f"{name} environment", version="1.0.0")
+
+    def close(self) -> None:
+        """Release resources; the server calls it exactly once when the session ends."""
+
+    # -- helpers for environment authors -------------------------------------------------
+
+    def _apply_transform(self, observation: ObsT) -> ObsT:
+        return self.transform(observation) if self.transform is not None else observation
+
+    def _apply_rubric(self, action: ActT, observation: ObsT) -> float:
+        if self.rubric is None:
+            return 0.0
+        result = self.rubric(action, observation)
+        if inspect.isawaitable(result):
+            from openenv.core.utils import run_coroutine_sync
+
+            result = run_coroutine_sync(result)
+        return result
+
+    async def _apply_rubric_async(self, action: ActT, observation: ObsT) -> float:
+        if self.rubric is None:
+            return 0.0
+        result = self.rubric(action, observation)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def _reset_rubric(self) -> None:
+        if self.rubric is not None:
+            self.rubric.reset()
+
+    async def _reset_rubric_async(self) -> None:
+        if self.rubric is None:
+            return
+        reset_async = getattr(self.rubric, "reset_async", None)
+        if reset_async is not None:
+            await reset_async()
+        else:
+            self.rubric.reset()
+
+
+def overrides(env_cls: type, name: str) -> bool:
+    """True when `env_cls` defines `name` itself rather than inheriting the base default."""
+    return getattr(env_cls, name, None) is not getattr(Environment, name, None)
+
+
+def state_class_of(env_cls: Any) -> type[State]:
+    """Find an environment's State class without instantiating it.
+
+    Looks at the generic parameters (`Environment[A, O, MyState]`) and then at the return
+    annotation of the `state` property; falls back to the base `State`.
+    """
+    if not isinstance(env_cls, type):
+        return State
+    for klass in env_cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            args = typing.get_args(base)
+            for arg in args:
+                if isinstance(arg, type) and issubclass(arg, State):
+                    return arg
+    prop = inspect.getattr_static(env_cls, "state", None)
+    fget = getattr(prop, "fget", None)
+    if fget is not None:
+        try:
+            hint = typing.get_type_hints(fget).get("return")
+        except Exception:
+            hint = None
+        if isinstance(hint, type) and issubclass(hint, State):
+            return hint
+    return State

@@ -1,0 +1,336 @@
+"""`/mcp`: real MCP over Streamable HTTP and OpenEnv's JSON-RPC, on the server's sessions.
+
+Two dialects share one handler:
+- standard MCP (the request carries `Accept: text/event-stream`, `Mcp-Session-Id` or
+  `MCP-Protocol-Version`): `initialize` opens a session whose id travels in `Mcp-Session-Id`,
+  results use the specification's camel case, tool failures are `isError` results;
+- OpenEnv JSON-RPC: `openenv/session/create|close`, `params.session_id`, results in FastMCP's
+  snake case with an unwrapped `data`, tool failures as JSON-RPC errors typed in `error.data`.
+Either way a session is one environment instance counted against the same capacity.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request, WebSocket
+from fastapi.responses import Response
+from pydantic import ValidationError
+
+from .errors import CapacityError, FactoryError, ServerSideError, SessionNotFoundError
+from .mcp_environment import ToolCallFailed, tool_result_mcp, tool_result_payload
+from .mcp_types import JsonRpcErrorCode, JsonRpcRequest, ToolErrorType, rpc_error, rpc_result
+from .serialization import dumps, loads
+from .sessions import Session
+
+if TYPE_CHECKING:
+    from .http_server import HTTPEnvServer
+
+logger = logging.getLogger("openenv.server")
+
+MCP_SESSION_HEADER = "Mcp-Session-Id"
+SUPPORTED_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[-1]
+
+
+class _RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+        self.data = data
+
+
+def _server_error_to_rpc(exc: ServerSideError) -> _RpcError:
+    if isinstance(exc, SessionNotFoundError):
+        return _RpcError(JsonRpcErrorCode.INVALID_PARAMS, exc.message, exc.to_data())
+    if isinstance(exc, (CapacityError, FactoryError)):
+        return _RpcError(JsonRpcErrorCode.SERVER_ERROR, exc.message, exc.to_data())
+    return _RpcError(JsonRpcErrorCode.INTERNAL_ERROR, exc.message, exc.to_data())
+
+
+def _is_standard_mcp(request: Request) -> bool:
+    headers = request.headers
+    return (
+        "text/event-stream" in headers.get("accept", "")
+        or "mcp-session-id" in headers
+        or "mcp-protocol-version" in headers
+    )
+
+
+class MCPEndpoint:
+    def __init__(self, server: HTTPEnvServer) -> None:
+        self.server = server
+        self.manager = server.manager
+
+    # -- transports --------------------------------------------------------------------
+
+    async def http_post(self, request: Request) -> Response:
+        body = await request.body()
+        standard = _is_standard_mcp(request)
+        try:
+            message = loads(body)
+        except ValueError:
+            return self._reply(rpc_error(None, JsonRpcErrorCode.PARSE_ERROR, "Parse error"))
+        header_sid = request.headers.get("mcp-session-id")
+        session: Session | None = None
+        if header_sid:
+            session = self.manager.sessions.get(header_sid)
+            if session is None or session.closed:
+                # Streamable HTTP: an unknown session means the client must initialize again.
+                return self._reply(
+                    rpc_error(
+                        message.get("id") if isinstance(message, dict) else None,
+                        JsonRpcErrorCode.INVALID_PARAMS,
+                        f"Unknown session_id: {header_sid}",
+                    ),
+                    status=404,
+                )
+        extra_headers: dict[str, str] = {}
+        if isinstance(message, list):
+            replies = []
+            for item in message:
+                reply = await self.handle(item, http_session=session, standard=standard)
+                if reply is not None:
+                    replies.append(reply)
+            return self._reply(replies) if replies else Response(status_code=202)
+        reply = await self.handle(
+            message, http_session=session, standard=standard, out_headers=extra_headers
+        )
+        if reply is None:
+            return Response(status_code=202)
+        return self._reply(reply, headers=extra_headers)
+
+    async def http_delete(self, request: Request) -> Response:
+        sid = request.headers.get("mcp-session-id")
+        if not sid:
+            return Response(status_code=400)
+        session = self.manager.sessions.get(sid)
+        if session is None:
+            return Response(status_code=404)
+        await self.manager.destroy(session, "closed by MCP client")
+        return Response(status_code=200)
+
+    @staticmethod
+    def _reply(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+        return Response(
+            dumps(payload), status_code=status, media_type="application/json", headers=headers
+        )
+
+    async def websocket(self, websocket: WebSocket) -> None:
+        """WS `/mcp`: one connection is one session; frames are raw JSON-RPC."""
+        await websocket.accept()
+        try:
+            session = await self.manager.create("ws")
+        except ServerSideError as exc:
+            rpc = _server_error_to_rpc(exc)
+            try:
+                await websocket.send_text(
+                    dumps(rpc_error(None, rpc.code, rpc.message, rpc.data)).decode()
+                )
+                await websocket.close(code=1000)
+            except Exception:
+                pass
+            return
+        session.websocket = websocket
+        try:
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect" or session.closed:
+                    return
+                raw = message.get("text") or message.get("bytes") or b""
+                try:
+                    payload = loads(raw)
+                except ValueError as exc:
+                    reply: dict[str, Any] | None = rpc_error(
+                        None, JsonRpcErrorCode.PARSE_ERROR, f"Parse error: {exc}"
+                    )
+                else:
+                    reply = await self.handle(payload, ws_session=session)
+                if reply is not None:
+                    await websocket.send_text(dumps(reply).decode())
+        except Exception:
+            return
+        finally:
+            session.websocket = None
+            await self.manager.destroy(session, "connection closed")
+
+    # -- JSON-RPC ----------------------------------------------------------------------
+
+    async def handle(
+        self,
+        message: Any,
+        *,
+        ws_session: Session | None = None,
+        http_session: Session | None = None,
+        standard: bool = False,
+        out_headers: dict[str, str] | None = None,
+    ) -> dict[str, Any] | None:
+        """Answer one JSON-RPC message; None for a notification."""
+        if not isinstance(message, dict):
+            return rpc_error(
+                None, JsonRpcErrorCode.INVALID_REQUEST, "Invalid request: expected an object"
+            )
+        try:
+            request = JsonRpcRequest.model_validate(message)
+        except ValidationError as exc:
+            return rpc_error(
+                message.get("id"), JsonRpcErrorCode.INVALID_REQUEST, f"Invalid request: {exc}"
+            )
+        is_notification = "id" not in message
+        try:
+            result = await self._dispatch(
+                request,
+                ws_session,
+                http_session,
+                standard,
+                out_headers if out_headers is not None else {},
+            )
+        except _RpcError as err:
+            return (
+                None if is_notification else rpc_error(request.id, err.code, err.message, err.data)
+            )
+        except ServerSideError as exc:
+            err = _server_error_to_rpc(exc)
+            return (
+                None if is_notification else rpc_error(request.id, err.code, err.message, err.data)
+            )
+        except Exception as exc:
+            logger.exception("MCP method %s failed", request.method)
+            return rpc_error(request.id, JsonRpcErrorCode.INTERNAL_ERROR, f"Internal error: {exc}")
+        if is_notification:
+            return None
+        return rpc_result(request.id, result)
+
+    async def _dispatch(
+        self,
+        request: JsonRpcRequest,
+        ws_session: Session | None,
+        http_session: Session | None,
+        standard: bool,
+        out_headers: dict[str, str],
+    ) -> Any:
+        method = request.method
+        params = request.params
+        if method.startswith("notifications/"):
+            return None
+        if method == "ping":
+            return {}
+        if method == "initialize":
+            return await self._initialize(params, ws_session, http_session, standard, out_headers)
+        if method == "openenv/session/create":
+            if ws_session is not None:
+                return {"session_id": ws_session.id}
+            session = await self.manager.create("mcp")
+            return {"session_id": session.id}
+        if method == "openenv/session/close":
+            return await self._close_session(params, ws_session)
+        if method in ("tools/list", "tools/call"):
+            target = ws_session or http_session
+            if target is None and params.get("session_id"):
+                target = self.manager.get(str(params["session_id"]))
+            if method == "tools/list":
+                return await self._on_env(target, self._list_tools)
+            name = params.get("name")
+            if not name or not isinstance(name, str):
+                raise _RpcError(JsonRpcErrorCode.INVALID_PARAMS, "Missing 'name' in params")
+            arguments = params.get("arguments") or {}
+            if not isinstance(arguments, dict):
+                raise _RpcError(JsonRpcErrorCode.INVALID_PARAMS, "'arguments' must be an object")
+
+            async def call(session: Session) -> Any:
+                return await self._call_tool(session, name, arguments, standard)
+
+            return await self._on_env(target, call, counts_as_step=True)
+        raise _RpcError(JsonRpcErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    async def _initialize(
+        self,
+        params: dict[str, Any],
+        ws_session: Session | None,
+        http_session: Session | None,
+        standard: bool,
+        out_headers: dict[str, str],
+    ) -> dict[str, Any]:
+        requested = params.get("protocolVersion")
+        version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
+        if ws_session is None and http_session is None:
+            session = await self.manager.create("mcp")
+            out_headers[MCP_SESSION_HEADER] = session.id
+        meta = await self.server.metadata()
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": meta.name, "version": meta.version or "1.0.0"},
+            "instructions": meta.description,
+        }
+
+    async def _close_session(self, params: dict[str, Any], ws_session: Session | None) -> Any:
+        sid = params.get("session_id")
+        if not sid:
+            raise _RpcError(
+                JsonRpcErrorCode.INVALID_PARAMS, "Invalid params - 'session_id' is required"
+            )
+        if ws_session is not None and sid == ws_session.id:
+            raise _RpcError(
+                JsonRpcErrorCode.INVALID_REQUEST,
+                "Cannot close the session of this connection over itself; close the connection",
+            )
+        session = self.manager.get(str(sid))
+        await self.manager.destroy(session, "closed by client")
+        return {"session_id": sid, "closed": True}
+
+    async def _on_env(
+        self, session: Session | None, work: Any, counts_as_step: bool = False
+    ) -> Any:
+        if session is None:  # stateless: a throwaway environment
+            return await self.manager.with_throwaway_env(lambda s: self._run(s, work))
+        result = await self._run(session, work)
+        if counts_as_step:
+            session.step_count += 1
+        return result
+
+    async def _run(self, session: Session, work: Any) -> Any:
+        async def run() -> Any:
+            return await work(session)
+
+        return await self.manager.call(session, run)
+
+    @staticmethod
+    def _require_mcp(session: Session) -> Any:
+        env = session.env
+        if env is None or not hasattr(env, "list_mcp_tools"):
+            raise _RpcError(JsonRpcErrorCode.INTERNAL_ERROR, "Environment does not support MCP")
+        return env
+
+    async def _list_tools(self, session: Session) -> dict[str, Any]:
+        env = self._require_mcp(session)
+        tools = await env.list_mcp_tools()
+        return {
+            "tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+        }
+
+    async def _call_tool(
+        self, session: Session, name: str, arguments: dict[str, Any], standard: bool
+    ) -> dict[str, Any]:
+        env = self._require_mcp(session)
+        try:
+            result = await env.call_tool_raw(name, arguments)
+        except ToolCallFailed as failed:
+            data = {"error_type": failed.error_type.value}
+            if failed.error_type is ToolErrorType.TOOL_NOT_FOUND:
+                raise _RpcError(JsonRpcErrorCode.INVALID_PARAMS, failed.message, data) from None
+            if standard:  # the specification reports execution failures inside the result
+                return {
+                    "content": [{"type": "text", "text": failed.message}],
+                    "isError": True,
+                    "_meta": {"openenv": data},
+                }
+            code = (
+                JsonRpcErrorCode.INVALID_PARAMS
+                if failed.error_type is ToolErrorType.INVALID_ARGS
+                else JsonRpcErrorCode.INTERNAL_ERROR
+            )
+            raise _RpcError(code, failed.message, data) from None
+        return tool_result_mcp(result) if standard else tool_result_payload(result)

@@ -1,0 +1,116 @@
+"""Actions, observations and JSON-RPC models for MCP tool environments."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .types import Action, Observation
+
+RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})
+
+
+class Tool(BaseModel):
+    """A tool as the Gym-style path describes it (`input_schema`, snake case)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolErrorType(str, Enum):
+    EXECUTION_ERROR = "execution_error"
+    INVALID_ARGS = "invalid_args"
+    TRANSPORT_ERROR = "transport_error"
+    TOOL_NOT_FOUND = "tool_not_found"
+    TIMEOUT = "timeout"
+
+
+class ToolError(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    error_type: ToolErrorType
+    message: str
+
+
+class ListToolsAction(Action):
+    type: Literal["list_tools"] = "list_tools"
+
+
+class CallToolAction(Action):
+    type: Literal["call_tool"] = "call_tool"
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ListToolsObservation(Observation):
+    tools: list[Tool]
+
+
+class CallToolObservation(Observation):
+    tool_name: str
+    result: Any = None
+    error: ToolError | None = None
+
+
+class McpMethod(str, Enum):
+    TOOLS_LIST = "tools/list"
+    TOOLS_CALL = "tools/call"
+    SESSION_CREATE = "openenv/session/create"
+    SESSION_CLOSE = "openenv/session/close"
+
+
+class JsonRpcErrorCode(int, Enum):
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    SERVER_ERROR = -32000
+
+
+class JsonRpcRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    jsonrpc: Literal["2.0"]
+    method: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    id: str | int | None = None
+
+
+class JsonRpcError(BaseModel):
+    code: int
+    message: str
+    data: Any = None
+
+
+class JsonRpcResponse(BaseModel):
+    jsonrpc: Literal["2.0"] = "2.0"
+    id: str | int | None = None
+    result: Any = None
+    error: JsonRpcError | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """Exactly one of `result` / `error`, as JSON-RPC 2.0 requires."""
+        out: dict[str, Any] = {"jsonrpc": "2.0", "id": self.id}
+        if self.error is not None:
+            out["error"] = self.error.model_dump()
+        else:
+            out["result"] = self.result
+        return out
+
+
+def rpc_result(request_id: Any, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def rpc_error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": int(code), "message": message, "data": data},
+    }

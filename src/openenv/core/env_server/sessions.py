@@ -1,0 +1,505 @@
+"""Session lifecycle: slots, a bounded wait queue, the idle reaper and ordered env calls.
+
+One `SessionManager` per server. A session owns one environment instance. Its calls run one
+at a time (an asyncio lock, no thread per session); sync environment methods run on a shared
+thread pool so they never block the event loop, async ones run on the loop itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+import os
+import secrets
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
+from .errors import (
+    CapacityError,
+    ConcurrencyConfigurationError,
+    ExecutionError,
+    FactoryError,
+    SessionNotFoundError,
+    exception_message,
+)
+from .interfaces import Environment, overrides
+from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
+
+logger = logging.getLogger("openenv.server")
+
+#: WebSocket close codes the server uses when it ends a session itself.
+CLOSE_IDLE_TIMEOUT = 4001
+CLOSE_SHUTDOWN = 1001
+CLOSE_TAKEN_OVER = 4002
+
+
+def factory_class(factory: Callable[..., Any]) -> type | None:
+    """The class a factory builds, when it can be known without calling it."""
+    if isinstance(factory, type):
+        return factory
+    if isinstance(factory, functools.partial):
+        return factory_class(factory.func)
+    hint = inspect.signature(factory).return_annotation if callable(factory) else None
+    return hint if isinstance(hint, type) else None
+
+
+def factory_name(factory: Callable[..., Any]) -> str:
+    cls = factory_class(factory)
+    if cls is not None:
+        return cls.__name__
+    return getattr(factory, "__name__", type(factory).__name__)
+
+
+@functools.lru_cache(maxsize=256)
+def _accepted_kwargs(method: Callable[..., Any]) -> frozenset[str] | None:
+    """Names a method accepts, or None when it takes **kwargs (accepts everything)."""
+    params = inspect.signature(method).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(
+        p.name
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    )
+
+
+def filter_kwargs(method: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Drop keyword arguments the method does not declare (OpenEnv's signature flexibility)."""
+    if not kwargs:
+        return kwargs
+    accepted = _accepted_kwargs(getattr(method, "__func__", method))
+    if accepted is None:
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in accepted}
+
+
+class SlotPool:
+    """Counts sessions against a limit; callers over it wait in a bounded FIFO queue."""
+
+    def __init__(self, size: int, max_waiters: int) -> None:
+        self.size = size
+        self.max_waiters = max_waiters
+        self.used = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def queued(self) -> int:
+        return sum(1 for w in self._waiters if not w.done())
+
+    async def acquire(self, timeout: float) -> None:
+        if self.used < self.size and not self._waiters:
+            self.used += 1
+            return
+        if self.queued >= self.max_waiters or timeout <= 0:
+            raise self._full()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            if fut.done() and not fut.cancelled():
+                self.release()  # the slot arrived as we gave up: hand it on
+            else:
+                fut.cancel()
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(fut)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise self._full(waited=timeout) from None
+
+    def release(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)  # the slot passes straight to the next waiter
+                return
+        self.used -= 1
+
+    def _full(self, waited: float = 0.0) -> CapacityError:
+        suffix = f" after waiting {waited:g}s" if waited else ""
+        return CapacityError(
+            f"Server at capacity: {self.used}/{self.size} sessions active{suffix}. "
+            "Cannot accept new connections.",
+            active_sessions=self.used,
+            max_sessions=self.size,
+        )
+
+
+class Session:
+    """One environment instance and what the server knows about it."""
+
+    __slots__ = (
+        "_closed",
+        "_lock",
+        "busy",
+        "closed_reason",
+        "created_at",
+        "detached_at",
+        "env",
+        "exit_stack",
+        "id",
+        "inflight",
+        "last_activity",
+        "replies",
+        "resumable",
+        "resume_token",
+        "step_count",
+        "transport",
+        "websocket",
+    )
+
+    def __init__(self, session_id: str, transport: str) -> None:
+        now = time.monotonic()
+        self.id = session_id
+        self.transport = transport
+        self.env: Environment | None = None
+        self.created_at = time.time()
+        self.last_activity = now
+        self.step_count = 0
+        self.busy = 0
+        self._lock: asyncio.Lock | None = None
+        self._closed = False
+        self.closed_reason: str | None = None
+        self.exit_stack: contextlib.AsyncExitStack | None = None
+        # Resume support (WebSocket sessions that asked for it).
+        self.resumable = False
+        self.resume_token: str | None = None
+        self.websocket: Any = None
+        self.detached_at: float | None = None
+        self.replies: OrderedDict[Any, str] | None = None
+        self.inflight: dict[Any, asyncio.Future[str]] | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+    def make_resumable(self) -> None:
+        if not self.resumable:
+            self.resumable = True
+            self.resume_token = secrets.token_urlsafe(18)
+            self.replies = OrderedDict()
+            self.inflight = {}
+
+    def info(self) -> SessionInfo:
+        elapsed = time.monotonic() - self.last_activity
+        return SessionInfo(
+            session_id=self.id,
+            created_at=self.created_at,
+            last_activity_at=time.time() - elapsed,
+            step_count=self.step_count,
+            environment_type=type(self.env).__name__ if self.env is not None else "",
+            transport=self.transport,  # type: ignore[arg-type]
+        )
+
+
+class SessionManager:
+    """Creates, runs and ends sessions for one environment factory."""
+
+    def __init__(self, factory: Callable[..., Environment], config: ServerConfig) -> None:
+        if isinstance(factory, Environment) or not callable(factory):
+            raise TypeError(
+                "env must be a callable factory (an Environment class, a function or a "
+                f"functools.partial), not an instance of {type(factory).__name__}"
+            )
+        self.factory = factory
+        self.factory_name = factory_name(factory)
+        self.env_class = factory_class(factory)
+        self.config = config
+        safe = getattr(self.env_class, "SUPPORTS_CONCURRENT_SESSIONS", None)
+        limit = config.max_concurrent_envs
+        if limit is None:
+            limit = DEFAULT_CONCURRENT_SESSIONS if safe else 1
+        if limit > 1 and safe is False:
+            raise ConcurrencyConfigurationError(
+                f"{self.factory_name} does not declare SUPPORTS_CONCURRENT_SESSIONS = True, so it "
+                f"cannot be served with max_concurrent_envs={limit}. Set the class attribute if "
+                "instances are independent, or serve one session at a time."
+            )
+        self._safety_checked = safe is not None
+        self.slots = SlotPool(limit, config.max_queued)
+        self.sessions: dict[str, Session] = {}
+        single = getattr(self.env_class, "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
+        workers = 1 if single else min(64, (os.cpu_count() or 1) * 4 + 4)
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openenv-env")
+        self._reaper: asyncio.Task[None] | None = None
+        self._id_prefix = os.environ.get("OPENENV_WORKER_ID", "")
+        self._method_kinds: dict[tuple[type, str], bool] = {}
+        #: Server mode given to MCP environments so mode-specific tools match the server.
+        self.env_mode: str | None = None
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @property
+    def max_sessions(self) -> int:
+        return self.slots.size
+
+    def capacity(self) -> ServerCapacityStatus:
+        return ServerCapacityStatus(
+            active_sessions=min(self.slots.used, self.slots.size),
+            max_sessions=self.slots.size,
+            queued=self.slots.queued,
+        )
+
+    def new_session_id(self) -> str:
+        return f"{self._id_prefix}{uuid.uuid4()}"
+
+    async def create(self, transport: str, *, wait: bool = True) -> Session:
+        """Reserve a slot (waiting in the queue if allowed) and build the environment."""
+        self.ensure_reaper()
+        await self.slots.acquire(self.config.queue_timeout_s if wait else 0.0)
+        session = Session(self.new_session_id(), transport)
+        try:
+            session.env = await self.build_env()
+            enter = getattr(session.env, "mcp_session", None)
+            if callable(enter):
+                session.exit_stack = contextlib.AsyncExitStack()
+                await session.exit_stack.enter_async_context(enter())
+        except BaseException:
+            self.slots.release()
+            if session.env is not None:
+                await self._close_env(session)
+            raise
+        self.sessions[session.id] = session
+        return session
+
+    async def build_env(self) -> Environment:
+        """Call the factory off the event loop; failures become FACTORY_ERROR."""
+        loop = asyncio.get_running_loop()
+        try:
+            env = await loop.run_in_executor(self.executor, self.factory)
+        except Exception as exc:
+            logger.exception("Environment factory %s failed", self.factory_name)
+            raise FactoryError(
+                f"Environment factory '{self.factory_name}' failed to create instance: "
+                f"{exception_message(exc)}",
+                factory_name=self.factory_name,
+            ) from exc
+        if self.env_mode is not None and hasattr(env, "_mode_tools"):
+            env.mode = self.env_mode  # type: ignore[attr-defined]
+        if not self._safety_checked:
+            self._safety_checked = True
+            if self.slots.size > 1 and not getattr(env, "SUPPORTS_CONCURRENT_SESSIONS", False):
+                await loop.run_in_executor(self.executor, env.close)
+                raise FactoryError(
+                    f"{type(env).__name__} does not declare SUPPORTS_CONCURRENT_SESSIONS = True; "
+                    f"serve it with max_concurrent_envs=1.",
+                    factory_name=self.factory_name,
+                )
+        return env
+
+    def get(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None or session.closed:
+            raise SessionNotFoundError(
+                f"Unknown session_id: {session_id}. It was closed, expired, or never existed; "
+                "start a new episode with a new session."
+            )
+        return session
+
+    async def destroy(self, session: Session, reason: str = "closed", ws_code: int = 1000) -> None:
+        """End a session exactly once: close its socket, its environment, free its slot."""
+        if session._closed:
+            return
+        session._closed = True
+        session.closed_reason = reason
+        self.sessions.pop(session.id, None)
+        ws = session.websocket
+        session.websocket = None
+        try:
+            if ws is not None:
+                with contextlib.suppress(Exception):
+                    await ws.close(code=ws_code, reason=reason[:120])
+            await self._close_env(session)
+        finally:
+            if session.inflight:
+                for fut in session.inflight.values():
+                    if not fut.done():
+                        fut.cancel()
+            self.slots.release()
+
+    async def _close_env(self, session: Session) -> None:
+        env, session.env = session.env, None
+        if session.exit_stack is not None:
+            stack, session.exit_stack = session.exit_stack, None
+            try:
+                await stack.aclose()
+            except Exception:
+                logger.exception("Closing MCP session of %s failed", session.id)
+        if env is None:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.executor, env.close)
+        except Exception:
+            logger.exception("close() of environment in session %s raised", session.id)
+
+    async def shutdown(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reaper
+            self._reaper = None
+        for session in list(self.sessions.values()):
+            await self.destroy(session, "server shutting down", CLOSE_SHUTDOWN)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- the idle reaper ----------------------------------------------------------------
+
+    def ensure_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            timeouts = [t for t in (self.config.session_timeout, self.config.resume_grace_s) if t]
+            if timeouts:
+                self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    def _reap_interval(self) -> float:
+        timeouts = [t for t in (self.config.session_timeout, self.config.resume_grace_s) if t]
+        return max(0.05, min(5.0, min(timeouts) / 4))
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._reap_interval())
+            try:
+                await self.reap_once()
+            except Exception:
+                logger.exception("Idle-session reaper failed; it keeps running")
+
+    async def reap_once(self) -> int:
+        now = time.monotonic()
+        idle = self.config.session_timeout
+        grace = self.config.resume_grace_s
+        reaped = 0
+        for session in list(self.sessions.values()):
+            if session.busy:
+                continue
+            if session.detached_at is not None and now - session.detached_at > grace:
+                await self.destroy(session, "resume grace period expired")
+                reaped += 1
+            elif idle is not None and now - session.last_activity > idle:
+                logger.info("Closing session %s after %.0fs idle", session.id, idle)
+                await self.destroy(
+                    session, f"session idle for more than {idle:g}s", CLOSE_IDLE_TIMEOUT
+                )
+                reaped += 1
+        return reaped
+
+    # -- running environment methods ---------------------------------------------------
+
+    def _is_async(self, env: Environment, name: str) -> bool:
+        key = (type(env), name)
+        kind = self._method_kinds.get(key)
+        if kind is None:
+            kind = overrides(type(env), name)
+            self._method_kinds[key] = kind
+        return kind
+
+    async def _run(self, session: Session, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+
+    async def call(self, session: Session, work: Callable[[], Awaitable[Any]]) -> Any:
+        """Run one call of a session, in order with its other calls."""
+        session.busy += 1
+        try:
+            async with session.lock:
+                if session.closed or session.env is None:
+                    raise SessionNotFoundError(
+                        f"Session {session.id} is closed ({session.closed_reason or 'closed'})."
+                    )
+                session.touch()
+                return await work()
+        finally:
+            session.busy -= 1
+            session.touch()
+
+    async def reset(self, session: Session, kwargs: dict[str, Any]) -> Observation:
+        async def work() -> Observation:
+            env = session.env
+            assert env is not None
+            try:
+                if self._is_async(env, "reset_async"):
+                    obs = await env.reset_async(**filter_kwargs(env.reset_async, kwargs))
+                else:
+                    kw = filter_kwargs(env.reset, kwargs)
+                    obs = await self._run(session, functools.partial(env.reset, **kw))
+            except Exception as exc:
+                raise self._execution_error("reset", exc) from exc
+            return self._check_observation(obs, "reset")
+
+        return await self.call(session, work)
+
+    async def step(
+        self, session: Session, action: Action, kwargs: dict[str, Any] | None = None
+    ) -> Observation:
+        async def work() -> Observation:
+            env = session.env
+            assert env is not None
+            try:
+                if self._is_async(env, "step_async"):
+                    fn = env.step_async
+                    obs = await (fn(action, **filter_kwargs(fn, kwargs)) if kwargs else fn(action))
+                else:
+                    kw = filter_kwargs(env.step, kwargs) if kwargs else {}
+                    obs = await self._run(session, functools.partial(env.step, action, **kw))
+            except Exception as exc:
+                raise self._execution_error("step", exc) from exc
+            session.step_count += 1
+            return self._check_observation(obs, "step")
+
+        return await self.call(session, work)
+
+    async def state(self, session: Session) -> State:
+        async def work() -> State:
+            env = session.env
+            assert env is not None
+            try:
+                return await self._run(session, lambda: env.state)
+            except Exception as exc:
+                raise self._execution_error("state", exc) from exc
+
+        return await self.call(session, work)
+
+    @staticmethod
+    def _check_observation(obs: Any, method: str) -> Observation:
+        if not isinstance(obs, Observation):
+            raise ExecutionError(
+                f"{method}() returned {type(obs).__name__}, expected an Observation",
+                method=method,
+            )
+        return obs
+
+    @staticmethod
+    def _execution_error(method: str, exc: Exception) -> ExecutionError:
+        if isinstance(exc, ExecutionError):
+            return exc
+        logger.warning("Environment %s() raised %s", method, exception_message(exc))
+        return ExecutionError(exception_message(exc), method=method, exception=type(exc).__name__)
+
+    # -- stateless calls (OpenEnv's HTTP behaviour) ------------------------------------
+
+    async def with_throwaway_env(self, work: Callable[[Session], Awaitable[Any]]) -> Any:
+        """Run `work` on a fresh environment that is closed afterwards (not counted as a slot)."""
+        session = Session("stateless", "http")
+        session.env = await self.build_env()
+        try:
+            if callable(getattr(session.env, "mcp_session", None)):
+                session.exit_stack = contextlib.AsyncExitStack()
+                await session.exit_stack.enter_async_context(session.env.mcp_session())
+            return await work(session)
+        finally:
+            session._closed = True
+            await self._close_env(session)

@@ -1,0 +1,198 @@
+"""Clients for MCP tool environments.
+
+`mode="production"` (the default, as in OpenEnv): tools are listed and called with JSON-RPC over
+HTTP `/mcp` in a server session (`openenv/session/create`); reset/step/state go over `/ws`
+attached to that same session. `mode="simulation"`: tools are listed and called as Gym steps
+(`ListToolsAction` / `CallToolAction`) over `/ws`, so they count as steps and carry rewards.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import httpx
+
+from .client_errors import ServerError, ToolCallError
+from .client_types import StepResult
+from .env_client import EnvClient, _resolve_mode
+from .env_server.mcp_types import (
+    CallToolAction,
+    CallToolObservation,
+    ListToolsAction,
+    ListToolsObservation,
+    Tool,
+)
+from .env_server.types import Observation, State
+
+
+class MCPClientBase(EnvClient[Any, Observation, State]):
+    def __init__(
+        self, base_url: str | None = None, *args: Any, mode: str | None = None, **kwargs: Any
+    ):
+        super().__init__(base_url, *args, mode=_resolve_mode(mode, default="production"), **kwargs)
+        self._tools_cache: list[Tool] | None = None
+        self._rpc_ids = itertools.count(1)
+        self._http: httpx.AsyncClient | None = None
+        self._mcp_session_id: str | None = None
+
+    @property
+    def use_production_mode(self) -> bool:
+        return self.mode == "production"
+
+    # -- HTTP JSON-RPC (production mode) -----------------------------------------------
+
+    async def _rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                headers=self.headers,
+                timeout=httpx.Timeout(self.message_timeout_s, connect=self.connect_timeout_s),
+            )
+        body = {
+            "jsonrpc": "2.0",
+            "method": method,
+            "params": params or {},
+            "id": next(self._rpc_ids),
+        }
+        try:
+            response = await self._http.post(f"{self.base_url}/mcp", json=body)
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise ConnectionError(
+                f"MCP request {method} to {self.base_url}/mcp failed: {exc}"
+            ) from exc
+        reply = response.json()
+        error = reply.get("error")
+        if error:
+            raise _rpc_exception(method, params or {}, error)
+        return reply.get("result")
+
+    async def _ensure_mcp_session(self) -> str:
+        if self._mcp_session_id is None:
+            result = await self._rpc("openenv/session/create")
+            self._mcp_session_id = str(result["session_id"])
+        return self._mcp_session_id
+
+    async def connect(self) -> MCPClientBase:
+        if self.use_production_mode and self._ws is None:
+            # The WebSocket attaches to the same server session as the HTTP tool calls.
+            self._attach_session_id = await self._ensure_mcp_session()
+        await super().connect()
+        return self
+
+    async def close(self) -> None:
+        sid, self._mcp_session_id = self._mcp_session_id, None
+        await super().close()
+        if self._http is not None:
+            if sid is not None:
+                try:
+                    await self._rpc("openenv/session/close", {"session_id": sid})
+                except (ServerError, ConnectionError, ToolCallError):
+                    pass  # already closed with the WebSocket session
+            await self._http.aclose()
+            self._http = None
+
+    # -- tools ------------------------------------------------------------------------------
+
+    async def list_tools(self, use_cache: bool = True) -> list[Tool]:
+        if use_cache and self._tools_cache is not None:
+            return list(self._tools_cache)
+        if self.use_production_mode:
+            sid = await self._ensure_mcp_session()
+            result = await self._rpc("tools/list", {"session_id": sid})
+            tools = [_tool_from_payload(t) for t in result.get("tools", [])]
+        else:
+            step = await self.step(ListToolsAction())
+            tools = list(step.observation.tools)
+        self._tools_cache = tools
+        return list(tools)
+
+    async def get_tool(self, name: str) -> Tool | None:
+        return next((t for t in await self.list_tools() if t.name == name), None)
+
+    async def has_tool(self, name: str) -> bool:
+        return await self.get_tool(name) is not None
+
+    # -- parse hooks ----------------------------------------------------------------------
+
+    def _step_payload(self, action: Any) -> dict[str, Any]:
+        if isinstance(action, ListToolsAction):
+            return {"type": "list_tools"}
+        if isinstance(action, CallToolAction):
+            return {
+                "type": "call_tool",
+                "tool_name": action.tool_name,
+                "arguments": action.arguments,
+            }
+        return super()._step_payload(action)
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[Any]:
+        obs = dict(payload.get("observation") or {})
+        inner_meta = obs.pop("metadata", None)
+        metadata = payload.get("metadata") or inner_meta or {}
+        reward, done = payload.get("reward"), bool(payload.get("done", False))
+        common = {"reward": reward, "done": done, "metadata": metadata}
+        observation: Any
+        if "tools" in obs:
+            observation = ListToolsObservation(
+                tools=[_tool_from_payload(t) for t in obs["tools"]], **common
+            )
+        elif "tool_name" in obs:
+            raw = obs.get("result")
+            if isinstance(raw, dict) and "data" in raw:
+                # `observation.result` is the tool's value; the full MCP result stays available.
+                obs["result"] = raw["data"]
+                common["metadata"] = {**metadata, "mcp_result": raw}
+            observation = CallToolObservation.model_validate({**obs, **common})
+        elif self.observation_type is not None and self.observation_type is not Observation:
+            observation = self.observation_type.model_validate({**obs, **common})
+        else:
+            observation = MCPObservation.model_validate({**obs, **common})
+        return StepResult(observation=observation, reward=reward, done=done, metadata=metadata)
+
+
+class MCPObservation(Observation):
+    """An MCP environment's reset/other observation; keeps whatever fields the server sent."""
+
+    model_config = {"extra": "allow"}
+
+
+class MCPToolClient(MCPClientBase):
+    """Client for MCP tool environments; `call_tool` returns the tool's value."""
+
+    async def call_tool(self, name: str, **arguments: Any) -> Any:
+        if self.use_production_mode:
+            sid = await self._ensure_mcp_session()
+            result = await self._rpc(
+                "tools/call", {"name": name, "arguments": arguments, "session_id": sid}
+            )
+            if isinstance(result, dict) and "data" in result:
+                return result["data"]
+            return result
+        step = await self.step(CallToolAction(tool_name=name, arguments=arguments))
+        obs = step.observation
+        if obs.error is not None:
+            raise ToolCallError(name, obs.error.error_type.value, obs.error.message)
+        return obs.result
+
+
+def _tool_from_payload(raw: Any) -> Tool:
+    if isinstance(raw, Tool):
+        return raw
+    schema = raw.get("input_schema") or raw.get("inputSchema") or {}
+    return Tool(name=raw["name"], description=raw.get("description") or "", input_schema=schema)
+
+
+def _rpc_exception(method: str, params: dict[str, Any], error: dict[str, Any]) -> Exception:
+    data = error.get("data") or {}
+    message = str(error.get("message", "error"))
+    if method == "tools/call" and isinstance(data, dict) and data.get("error_type"):
+        return ToolCallError(str(params.get("name")), str(data["error_type"]), message)
+    if method == "tools/call":
+        return ToolCallError(str(params.get("name")), "execution_error", message)
+    code = data.get("code") if isinstance(data, dict) else None
+    return ServerError(
+        f"{method} failed: {message}",
+        str(code or error.get("code")),
+        data if isinstance(data, dict) else {},
+    )

@@ -1,0 +1,98 @@
+"""`SyncEnvClient`: a blocking facade over an async client, for scripts and sync trainers."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class SyncEnvClient:
+    """Runs the wrapped async client on a private event loop thread.
+
+    Every coroutine method of the async client is available as a blocking method
+    (`reset`, `step`, `state`, and e.g. `list_tools` / `call_tool` on MCP clients).
+    """
+
+    def __init__(self, async_client: Any) -> None:
+        self._client = async_client
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def async_client(self) -> Any:
+        return self._client
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or not self._loop.is_running():
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=run, name="openenv-sync-client-loop", daemon=True)
+                thread.start()
+                if not started.wait(5.0):
+                    raise RuntimeError("The sync client's event loop did not start")
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self._ensure_loop()
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def connect(self) -> SyncEnvClient:
+        self._run(self._client.connect())
+        return self
+
+    def disconnect(self) -> None:
+        self._run(self._client.disconnect())
+
+    def reset(self, **kwargs: Any) -> Any:
+        return self._run(self._client.reset(**kwargs))
+
+    def step(self, action: Any, **kwargs: Any) -> Any:
+        return self._run(self._client.step(action, **kwargs))
+
+    def state(self) -> Any:
+        return self._run(self._client.state())
+
+    def close(self) -> None:
+        """Close the client, then stop the loop thread."""
+        loop, thread = self._loop, self._thread
+        if loop is None or not loop.is_running():
+            return
+        try:
+            self._run(self._client.close())
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(5.0)
+            loop.close()
+            self._loop = self._thread = None
+
+    def __enter__(self) -> SyncEnvClient:
+        return self.connect()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if asyncio.iscoroutinefunction(attr):
+
+            @functools.wraps(attr)
+            def blocking(*args: Any, **kwargs: Any) -> Any:
+                return self._run(attr(*args, **kwargs))
+
+            return blocking
+        return attr
