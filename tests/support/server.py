@@ -35,7 +35,9 @@ class RunningServer:
         return self.url.replace("http://", "ws://") + "/ws"
 
 
-def wait_healthy(url: str, process: Optional[subprocess.Popen] = None, timeout: float = 30.0) -> None:
+def wait_healthy(
+    url: str, process: Optional[subprocess.Popen] = None, timeout: float = 30.0
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
@@ -63,8 +65,21 @@ def serve(
     environ["PYTHONPATH"] = os.pathsep.join(
         [str(REPO), str(REPO / "tests"), environ.get("PYTHONPATH", "")]
     )
-    cmd = [python, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-           "--log-level", "warning", "--workers", str(workers), *(extra_args or [])]
+    cmd = [
+        python,
+        "-m",
+        "uvicorn",
+        app,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--workers",
+        str(workers),
+        *(extra_args or []),
+    ]
     process = subprocess.Popen(cmd, env=environ, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     try:

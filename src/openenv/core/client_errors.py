@@ -67,7 +67,10 @@ class RequestTimeoutError(OpenEnvError, TimeoutError):
 
 
 class ToolCallError(OpenEnvError):
-    """A tool call failed; `error_type` is tool_not_found, invalid_args, execution_error or timeout."""
+    """A tool call failed.
+
+    `error_type` is tool_not_found, invalid_args, execution_error or timeout.
+    """
 
     def __init__(self, tool_name: str, error_type: str, message: str) -> None:
         self.tool_name = tool_name

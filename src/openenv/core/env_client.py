@@ -65,7 +65,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         for base in getattr(cls, "__orig_bases__", ()):
             args = typing.get_args(base)
             if len(args) == 3:
-                for attr, arg in zip(("action_type", "observation_type", "state_type"), args):
+                for attr, arg in zip(
+                    ("action_type", "observation_type", "state_type"), args, strict=True
+                ):
                     if isinstance(arg, type) and attr not in cls.__dict__:
                         setattr(cls, attr, arg)
 

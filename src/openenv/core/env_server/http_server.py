@@ -34,6 +34,7 @@ from .types import (
     StepRequest,
     WSErrorCode,
 )
+from .workers import WORKER_DIR_ENV, WorkerRouter
 from .ws import WebSocketHandler, validation_errors
 
 logger = logging.getLogger("openenv.server")
@@ -355,6 +356,8 @@ def create_fastapi_app(
     )
     server.register_routes(app, _server_mode(mode))
     app.add_middleware(BodySizeLimit, limit=server.config.max_message_bytes)
+    if os.environ.get(WORKER_DIR_ENV):
+        app.add_middleware(WorkerRouter)
     app.state.openenv_server = server
     return app
 

@@ -34,7 +34,7 @@ def run_server(
     """Serve `app` (an import string such as "echo_env.server.app:app", or an app object).
 
     With `workers > 1` or `reload`, `app` must be an import string. Each worker process holds
-    its own sessions; a WebSocket session stays on the process that accepted it.
+    its own sessions, and requests for a session are routed to the process that holds it.
     """
     import uvicorn
 
@@ -44,11 +44,9 @@ def run_server(
         raise ValueError(
             "workers > 1 and reload need the app as an import string, e.g. 'pkg.app:app'"
         )
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        workers=workers if workers > 1 else None,
-        reload=reload,
-        **options,
-    )
+    if workers > 1 and not reload:
+        from .workers import serve_workers
+
+        serve_workers(app, host, port, workers, options)
+        return
+    uvicorn.run(app, host=host, port=port, reload=reload, **options)

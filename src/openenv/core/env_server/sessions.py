@@ -32,6 +32,7 @@ from .errors import (
 )
 from .interfaces import Environment, overrides
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
+from .workers import worker_prefix
 
 logger = logging.getLogger("openenv.server")
 
@@ -239,7 +240,7 @@ class SessionManager:
         workers = 1 if single else min(64, (os.cpu_count() or 1) * 4 + 4)
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openenv-env")
         self._reaper: asyncio.Task[None] | None = None
-        self._id_prefix = os.environ.get("OPENENV_WORKER_ID", "")
+        self._id_prefix = worker_prefix()
         self._method_kinds: dict[tuple[type, str], bool] = {}
         #: Server mode given to MCP environments so mode-specific tools match the server.
         self.env_mode: str | None = None

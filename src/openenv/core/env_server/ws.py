@@ -2,9 +2,9 @@
 
 Extensions are opt-in and invisible to OpenEnv clients:
 - a message may carry `"id"`; its reply (or error) carries the same `"id"`;
-- `/ws?resumable=1` makes the server send one `{"type":"session"}` frame with the session id and keep
-  the session for `resume_grace_s` after the connection drops; `/ws?session_id=X` attaches to (or
-  resumes) session X. A re-sent request whose id was already answered gets the stored reply, so no
+- offering the `openenv.v1` subprotocol (or `/ws?resumable=1`) makes the server send one
+  `{"type":"session"}` frame with the session id and keep the session for `resume_grace_s` after
+  the connection drops; `/ws?session_id=X` attaches to (or resumes) session X. A re-sent request whose id was already answered gets the stored reply, so no
   step is lost or applied twice.
 """
 

@@ -1,0 +1,279 @@
+"""Multi-process serving where every session stays on the process that holds it.
+
+The supervisor binds the public socket once and starts N worker processes that accept on it.
+Each worker also listens on its own Unix socket and prefixes the session ids it issues with its
+name (`w3.`). A request that names another worker's session (HTTP session header, `session_id`
+query, `Mcp-Session-Id`, or `params.session_id` in an `/mcp` body) arrives on whichever worker
+the kernel picked; that worker forwards it over the owner's Unix socket, WebSockets included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import tempfile
+from typing import Any, Optional
+
+import httpx
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .serialization import loads
+
+logger = logging.getLogger("openenv.server")
+
+WORKER_ID_ENV = "OPENENV_WORKER_ID"
+WORKER_DIR_ENV = "OPENENV_WORKER_DIR"
+_SESSION_HEADERS = (b"x-openenv-session-id", b"mcp-session-id")
+
+
+def worker_prefix() -> str:
+    """The session-id prefix of this process ("" when not running under the supervisor)."""
+    worker = os.environ.get(WORKER_ID_ENV)
+    return f"{worker}." if worker else ""
+
+
+def _owner(session_id: str) -> Optional[str]:
+    head, dot, _ = session_id.partition(".")
+    return head if dot and head.startswith("w") and head[1:].isdigit() else None
+
+
+def _session_from_scope(scope: Scope) -> Optional[str]:
+    for name, value in scope.get("headers", ()):
+        if name in _SESSION_HEADERS:
+            return value.decode("latin-1")
+    query = scope.get("query_string", b"").decode("latin-1")
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if key == "session_id" and value:
+            return value
+    return None
+
+
+class WorkerRouter:
+    """ASGI middleware that forwards requests for other workers' sessions to their owner."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.me = os.environ.get(WORKER_ID_ENV, "")
+        self.directory = os.environ.get(WORKER_DIR_ENV, "")
+        self._clients: dict[str, httpx.AsyncClient] = {}
+
+    def _socket_path(self, worker: str) -> str:
+        return os.path.join(self.directory, f"{worker}.sock")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or not self.directory:
+            await self.app(scope, receive, send)
+            return
+        owner = None
+        sid = _session_from_scope(scope)
+        if sid:
+            owner = _owner(sid)
+        body: Optional[bytes] = None
+        if (
+            owner is None
+            and scope["type"] == "http"
+            and scope["path"] == "/mcp"
+            and scope["method"] == "POST"
+        ):
+            body = await _read_body(receive)
+            try:
+                message = loads(body)
+                params = message.get("params") if isinstance(message, dict) else None
+                if isinstance(params, dict) and isinstance(params.get("session_id"), str):
+                    owner = _owner(params["session_id"])
+            except ValueError:
+                pass
+        if owner is None or owner == self.me or scope.get("openenv_forwarded"):
+            if body is not None:
+                receive = _replay(body, receive)
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "http":
+            await self._forward_http(owner, scope, receive, send, body)
+        else:
+            await self._forward_ws(owner, scope, receive, send)
+
+    async def _forward_http(
+        self, owner: str, scope: Scope, receive: Receive, send: Send, body: Optional[bytes]
+    ) -> None:
+        client = self._clients.get(owner)
+        if client is None:
+            transport = httpx.AsyncHTTPTransport(uds=self._socket_path(owner))
+            client = httpx.AsyncClient(transport=transport, base_url="http://worker", timeout=None)
+            self._clients[owner] = client
+        if body is None:
+            body = await _read_body(receive)
+        headers = [(k, v) for k, v in scope["headers"] if k not in (b"host", b"content-length")]
+        path = scope["path"] + (
+            ("?" + scope["query_string"].decode()) if scope["query_string"] else ""
+        )
+        try:
+            response = await client.request(scope["method"], path, headers=headers, content=body)
+        except httpx.HTTPError as exc:
+            logger.warning("Forwarding to worker %s failed: %s", owner, exc)
+            await _send_simple(send, 502, b'{"detail":"session owner worker unreachable"}')
+            return
+        out_headers = [
+            (k.encode(), v.encode())
+            for k, v in response.headers.items()
+            if k.lower() not in ("content-length", "transfer-encoding", "connection")
+        ]
+        out_headers.append((b"content-length", str(len(response.content)).encode()))
+        await send(
+            {"type": "http.response.start", "status": response.status_code, "headers": out_headers}
+        )
+        await send({"type": "http.response.body", "body": response.content})
+
+    async def _forward_ws(self, owner: str, scope: Scope, receive: Receive, send: Send) -> None:
+        from websockets.asyncio.client import unix_connect
+        from websockets.exceptions import ConnectionClosed
+
+        first = await receive()
+        if first["type"] != "websocket.connect":
+            return
+        query = scope.get("query_string", b"").decode()
+        uri = f"ws://worker{scope['path']}" + (f"?{query}" if query else "")
+        try:
+            upstream = await unix_connect(
+                self._socket_path(owner),
+                uri,
+                subprotocols=scope.get("subprotocols") or None,
+                max_size=None,
+                compression=None,
+            )
+        except Exception as exc:
+            logger.warning("Forwarding a WebSocket to worker %s failed: %s", owner, exc)
+            await send({"type": "websocket.close", "code": 1011})
+            return
+        await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
+
+        async def downstream() -> None:
+            with contextlib.suppress(ConnectionClosed):
+                async for frame in upstream:
+                    key = "text" if isinstance(frame, str) else "bytes"
+                    await send({"type": "websocket.send", key: frame})
+            code = upstream.close_code or 1000
+            with contextlib.suppress(Exception):
+                await send(
+                    {"type": "websocket.close", "code": code, "reason": upstream.close_reason or ""}
+                )
+
+        pump = asyncio.get_running_loop().create_task(downstream())
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                data = message.get("text")
+                if data is None:
+                    data = message.get("bytes") or b""
+                try:
+                    await upstream.send(data)
+                except ConnectionClosed:
+                    break
+        finally:
+            # Closing upstream abruptly lets the owner treat this like a dropped connection.
+            upstream.transport.abort()
+            pump.cancel()
+            with contextlib.suppress(BaseException):
+                await pump
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _send_simple(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _worker_main(
+    app: str, index: int, directory: str, sock: socket.socket, options: dict[str, Any]
+) -> None:
+    os.environ[WORKER_ID_ENV] = f"w{index}"
+    os.environ[WORKER_DIR_ENV] = directory
+    import uvicorn
+
+    path = os.path.join(directory, f"w{index}.sock")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(path)
+    unix.listen(2048)
+    config = uvicorn.Config(app, **options)
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock, unix])
+
+
+def serve_workers(app: str, host: str, port: int, workers: int, options: dict[str, Any]) -> None:
+    """Run `workers` processes of `app` on one port, sessions pinned to their process."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    directory = tempfile.mkdtemp(prefix="openenv-workers-")
+    context = multiprocessing.get_context("spawn")
+    processes = [
+        context.Process(target=_worker_main, args=(app, i, directory, sock, options), daemon=False)
+        for i in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    logger.info("Serving %s on %s:%d with %d workers", app, host, port, workers)
+
+    stopping = False
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for process in processes:
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        for process in processes:
+            process.join()
+    finally:
+        sock.close()
+        for name in os.listdir(directory):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)

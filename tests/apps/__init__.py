@@ -1,0 +1,1 @@
+"""Small environments served by the conformance tests (`uvicorn apps.<module>:app`)."""

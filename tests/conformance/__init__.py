@@ -1,0 +1,1 @@
+"""Protocol conformance tests: real servers, raw WebSocket frames and raw HTTP."""
