@@ -50,7 +50,7 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
 
     #: Set True when several instances may live in one process at once.
     SUPPORTS_CONCURRENT_SESSIONS: bool = False
-    #: Set True for thread-affine libraries: every sync call of every session then runs on one thread.
+    #: Set True for thread-affine libraries: all sync calls of all sessions then share one thread.
     REQUIRES_SINGLE_THREAD_EXECUTOR: bool = False
 
     transform: Transform[ObsT] | None = None

@@ -4,8 +4,8 @@ Extensions are opt-in and invisible to OpenEnv clients:
 - a message may carry `"id"`; its reply (or error) carries the same `"id"`;
 - offering the `openenv.v1` subprotocol (or `/ws?resumable=1`) makes the server send one
   `{"type":"session"}` frame with the session id and keep the session for `resume_grace_s` after
-  the connection drops; `/ws?session_id=X` attaches to (or resumes) session X. A re-sent request whose id was already answered gets the stored reply, so no
-  step is lost or applied twice.
+  the connection drops; `/ws?session_id=X` attaches to (or resumes) session X. A re-sent request
+  whose id was already answered gets the stored reply, so no step is lost or applied twice.
 """
 
 from __future__ import annotations
