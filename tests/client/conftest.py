@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.server import RunningServer, serve
+
+ECHO_APP = "echo_env.server.app:app"
+COUNTER_APP = "client_apps.counter:app"
+
+
+@pytest.fixture(scope="module")
+def echo_server() -> Iterator[RunningServer]:
+    with serve(ECHO_APP) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def counter_server() -> Iterator[RunningServer]:
+    with serve(COUNTER_APP, env={"OPENENV_RESUME_GRACE": "30"}) as server:
+        yield server

@@ -1,0 +1,94 @@
+"""`--workers N`: sessions stay on the process that holds them, whichever process accepts."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from tests.support.server import REPO, free_port, wait_healthy
+
+STEP = {"action": {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "x"}}}
+
+
+@pytest.fixture(scope="module")
+def two_workers() -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "echo_env.server.app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def _new_http_session(url: str) -> str:
+    # A fresh connection per request lets the kernel pick any worker.
+    with httpx.Client() as client:
+        reply = client.post(f"{url}/reset", headers={"X-OpenEnv-Session-Id": "new"})
+    assert reply.status_code == 200
+    return reply.json()["session_id"]
+
+
+def test_http_sessions_follow_their_worker(two_workers: str) -> None:
+    sessions = [_new_http_session(two_workers) for _ in range(12)]
+    owners = {sid.split(".")[0] for sid in sessions}
+    assert owners <= {"w0", "w1"}
+    assert len(owners) == 2, f"all sessions landed on one worker: {owners}"
+    for round_ in range(1, 3):
+        for sid in sessions:
+            with httpx.Client() as client:
+                headers = {"X-OpenEnv-Session-Id": sid}
+                assert (
+                    client.post(f"{two_workers}/step", json=STEP, headers=headers).status_code
+                    == 200
+                )
+                state = client.get(f"{two_workers}/state", headers=headers).json()
+            assert state["step_count"] == round_
+
+
+def test_websocket_attach_reaches_the_owner(two_workers: str) -> None:
+    ws_url = two_workers.replace("http://", "ws://") + "/ws"
+    created = []
+    stack = contextlib.ExitStack()
+    for _ in range(6):
+        ws = stack.enter_context(connect(ws_url, subprotocols=["openenv.v1"]))
+        hello = json.loads(ws.recv())
+        assert hello["type"] == "session"
+        ws.send(json.dumps({"type": "step", "id": 1, "data": STEP["action"]}))
+        assert json.loads(ws.recv())["id"] == 1
+        created.append((ws, hello["data"]["session_id"]))
+    assert {sid.split(".")[0] for _, sid in created} == {"w0", "w1"}
+    for ws, sid in created:
+        ws.close()
+        with connect(f"{ws_url}?session_id={sid}", subprotocols=["openenv.v1"]) as again:
+            hello = json.loads(again.recv())
+            assert hello["type"] == "session" and hello["data"]["resumed"] is True
+            again.send(json.dumps({"type": "state", "id": 2}))
+            reply = json.loads(again.recv())
+            assert reply["type"] == "state" and reply["data"]["step_count"] == 1
+            again.send(json.dumps({"type": "close"}))
+    stack.close()
