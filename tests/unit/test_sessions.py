@@ -1,0 +1,159 @@
+"""Slot accounting, the wait queue, the reaper and ordered calls, without a network."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional
+
+import pytest
+
+from openenv.core.env_server import Action, Environment, Observation, ServerConfig, State
+from openenv.core.env_server.errors import (
+    CapacityError,
+    ConcurrencyConfigurationError,
+    FactoryError,
+)
+from openenv.core.env_server.sessions import SessionManager, SlotPool, filter_kwargs
+
+
+class Tick(Action):
+    n: int = 1
+
+
+class Recorder(Environment[Tick, Observation, State]):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    closed: list[int] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._state = State(step_count=0)
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None) -> Observation:
+        self._state = State(episode_id=episode_id, step_count=0)
+        return Observation(metadata={"seed": seed})
+
+    def step(self, action: Tick, timeout_s: Optional[float] = None, **kwargs: Any) -> Observation:
+        self._state.step_count += action.n
+        return Observation(reward=self._state.step_count)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def close(self) -> None:
+        Recorder.closed.append(id(self))
+
+
+class Unsafe(Recorder):
+    SUPPORTS_CONCURRENT_SESSIONS = False
+
+
+async def test_slot_pool_is_fifo_and_bounded() -> None:
+    pool = SlotPool(size=1, max_waiters=2)
+    await pool.acquire(1.0)
+    order: list[str] = []
+
+    async def waiter(name: str) -> None:
+        await pool.acquire(5.0)
+        order.append(name)
+
+    first = asyncio.create_task(waiter("first"))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(waiter("second"))
+    await asyncio.sleep(0)
+    with pytest.raises(CapacityError):  # the queue holds two
+        await pool.acquire(5.0)
+    pool.release()
+    await first
+    pool.release()
+    await second
+    assert order == ["first", "second"]
+    assert pool.used == 1
+
+
+async def test_slot_pool_wait_times_out_and_hands_slot_on() -> None:
+    pool = SlotPool(size=1, max_waiters=4)
+    await pool.acquire(1.0)
+    with pytest.raises(CapacityError) as info:
+        await pool.acquire(0.05)
+    assert info.value.extra == {"active_sessions": 1, "max_sessions": 1}
+    assert pool.queued == 0
+    pool.release()
+    assert pool.used == 0
+
+
+async def test_cancelled_waiter_does_not_leak_a_slot() -> None:
+    pool = SlotPool(size=1, max_waiters=4)
+    await pool.acquire(1.0)
+    task = asyncio.create_task(pool.acquire(5.0))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    pool.release()
+    assert pool.used == 0
+    await pool.acquire(0.1)
+    assert pool.used == 1
+
+
+async def test_destroy_frees_the_slot_exactly_once_and_closes_the_env() -> None:
+    manager = SessionManager(Recorder, ServerConfig(max_concurrent_envs=2, session_timeout=None))
+    session = await manager.create("http")
+    env_id = id(session.env)
+    await manager.destroy(session)
+    await manager.destroy(session)
+    assert manager.slots.used == 0
+    assert Recorder.closed.count(env_id) == 1
+    await manager.shutdown()
+
+
+async def test_reaper_closes_idle_sessions_only() -> None:
+    manager = SessionManager(Recorder, ServerConfig(max_concurrent_envs=4, session_timeout=0.2))
+    idle = await manager.create("http")
+    busy = await manager.create("http")
+    for _ in range(8):  # the background reaper runs every 50 ms here
+        await asyncio.sleep(0.05)
+        busy.touch()
+    assert idle.closed and not busy.closed
+    assert idle.closed_reason and "idle" in idle.closed_reason
+    assert manager.slots.used == 1
+    await manager.shutdown()
+
+
+async def test_calls_of_one_session_run_in_order() -> None:
+    manager = SessionManager(Recorder, ServerConfig(max_concurrent_envs=1, session_timeout=None))
+    session = await manager.create("http")
+    await manager.reset(session, {"seed": 1, "unknown": True})
+    results = await asyncio.gather(*(manager.step(session, Tick(n=1)) for _ in range(50)))
+    assert [obs.reward for obs in results] == list(range(1, 51))
+    assert session.step_count == 50
+    await manager.shutdown()
+
+
+def test_unsafe_environment_cannot_have_many_sessions() -> None:
+    with pytest.raises(ConcurrencyConfigurationError):
+        SessionManager(Unsafe, ServerConfig(max_concurrent_envs=4))
+    assert SessionManager(Unsafe, ServerConfig()).max_sessions == 1
+    assert SessionManager(Recorder, ServerConfig()).max_sessions > 1
+
+
+def test_an_instance_is_not_a_factory() -> None:
+    with pytest.raises(TypeError, match="callable factory"):
+        SessionManager(Recorder(), ServerConfig())  # type: ignore[arg-type]
+
+
+async def test_factory_failure_is_typed_and_frees_the_slot() -> None:
+    def broken() -> Recorder:
+        raise RuntimeError("no GPU")
+
+    manager = SessionManager(broken, ServerConfig(max_concurrent_envs=1))
+    with pytest.raises(FactoryError, match="no GPU"):
+        await manager.create("ws")
+    assert manager.slots.used == 0
+    await manager.shutdown()
+
+
+def test_filter_kwargs_follows_the_signature() -> None:
+    env = Recorder()
+    assert filter_kwargs(env.reset, {"seed": 1, "bogus": 2}) == {"seed": 1}
+    assert filter_kwargs(env.step, {"anything": 1}) == {"anything": 1}
