@@ -265,11 +265,20 @@ BAD_FRAMES: list[str | bytes] = [
     '{"type": "step", "data": {"amount": 99999999999999999999999999999}}',
     '{"type": "close", "data": {}}',
     "[" * 5000 + "]" * 5000,
-    '{"a":' * 3000 + "1" + "}" * 3000,
+    '{"a":' * 2000 + "1" + "}" * 2000,
     b"\xff\xfe\x00\x01",
     b"\x00" * 100,
     "\ud7ff\ue000 not json",
 ]
+
+
+@pytest.mark.parametrize("raw", BAD_FRAMES, ids=[repr(f[:24]) for f in BAD_FRAMES])
+async def test_bad_frame_gets_client_error_and_connection_survives(ws, raw: str | bytes) -> None:
+    frame = await request(ws, raw)
+    assert frame["type"] == "error", frame
+    assert frame["data"]["category"] == "client", frame
+    assert frame["data"]["code"] in {"INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR"}, frame
+    assert_observation_frame(await request(ws, {"type": "reset"}))
 
 
 async def test_barrage_of_bad_frames(counter_server: RunningServer) -> None:

@@ -15,21 +15,33 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.websockets import WebSocket
 
 from .errors import ServerSideError, SessionNotFoundError, error_data, exception_message
 from .serialization import deserialize_action, dumps, loads, serialize_observation
 from .sessions import CLOSE_TAKEN_OVER, Session
-from .types import WSErrorCode, WSIncomingMessage
+from .types import (
+    WSCloseMessage,
+    WSErrorCode,
+    WSMCPMessage,
+    WSResetMessage,
+    WSStateMessage,
+    WSStepMessage,
+)
 
 if TYPE_CHECKING:
     from .http_server import HTTPEnvServer
 
 logger = logging.getLogger("openenv.server")
 
-_ENVELOPE = TypeAdapter(WSIncomingMessage)
-_KNOWN_TYPES = frozenset({"reset", "step", "state", "close", "mcp"})
+_ENVELOPES: dict[str, type[BaseModel]] = {
+    "reset": WSResetMessage,
+    "step": WSStepMessage,
+    "state": WSStateMessage,
+    "close": WSCloseMessage,
+    "mcp": WSMCPMessage,
+}
 _TRUE = frozenset({"1", "true", "yes", "on"})
 #: WebSocket subprotocol a client offers to say it speaks the extensions (ids, resume).
 SUBPROTOCOL = "openenv.v1"
@@ -205,12 +217,13 @@ class WebSocketHandler:
             )
         request_id = msg.get("id")
         kind = msg.get("type")
-        if kind not in _KNOWN_TYPES:
+        envelope = _ENVELOPES.get(kind) if isinstance(kind, str) else None
+        if envelope is None:
             return error_frame(
                 error_data(WSErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}"), request_id
             )
         try:
-            _ENVELOPE.validate_python(msg)
+            envelope.model_validate(msg)
         except ValidationError as exc:
             return error_frame(
                 error_data(
