@@ -13,6 +13,7 @@ from typing import Any, Optional
 from uuid import uuid4
 
 from fastmcp import FastMCP
+
 from openenv.core.env_server import (
     CallToolAction,
     CallToolObservation,

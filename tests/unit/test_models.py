@@ -63,7 +63,7 @@ class Annotated(Board.__mro__[1]):  # type: ignore[misc]  # plain Environment su
 def test_serialized_observation_keeps_reward_type_and_metadata(reward) -> None:
     obs = BoardObservation(board=[[1]], reward=reward, done=True, metadata={"k": 1})
     payload = serialize_observation(obs)
-    assert payload["observation"] == {"board": [[1]], "color": Color.RED}
+    assert payload["observation"] == {"board": [[1]], "color": Color.RED, "metadata": {"k": 1}}
     assert payload["reward"] is reward if reward is not None else payload["reward"] is None
     assert payload["metadata"] == {"k": 1}
     assert b'"color":"red"' in dumps(payload)

@@ -359,7 +359,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             ws = self._ws
             assert ws is not None
             try:
-                await ws.send(dumps(message).decode())
+                try:
+                    await ws.send(dumps(message).decode())
+                except ConnectionClosed:
+                    # The server may have refused the session (capacity, factory) and closed;
+                    # its error frame is still buffered and says why.
+                    raw = await asyncio.wait_for(ws.recv(), 1.0)
+                    return loads(raw)
                 raw = await asyncio.wait_for(ws.recv(), self.message_timeout_s)
             except asyncio.TimeoutError:
                 self._ws = None

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from .types import Action, Observation
 
-_OBS_ENVELOPE_FIELDS = {"reward", "done", "metadata"}
+_OBS_ENVELOPE_FIELDS = {"reward", "done"}
 _MCP_ACTION_TYPES = ("list_tools", "call_tool")
 
 
@@ -49,7 +49,8 @@ def loads(data: str | bytes) -> Any:
 def serialize_observation(observation: Observation) -> dict[str, Any]:
     """The OpenEnv payload `{"observation", "reward", "done"}` plus the observation's metadata.
 
-    The reward keeps its own JSON type (bool, int or float) on every transport.
+    Metadata sits both inside the observation (where OpenEnv 0.10 clients read it) and at the
+    top level. The reward keeps its own JSON type (bool, int or float) on every transport.
     """
     return {
         "observation": observation.model_dump(exclude=_OBS_ENVELOPE_FIELDS),
