@@ -10,13 +10,13 @@ ECHO_APP = "echo_env.server.app:app"
 COUNTER_APP = "client_apps.counter:app"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def echo_server() -> Iterator[RunningServer]:
     with serve(ECHO_APP) as server:
         yield server
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def counter_server() -> Iterator[RunningServer]:
     with serve(COUNTER_APP, env={"OPENENV_RESUME_GRACE": "30"}) as server:
         yield server

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 
 import httpx
 import pytest
-from echo_env import CallToolAction, EchoEnv
 
+from echo_env import CallToolAction, EchoEnv
 from openenv.core.client_types import StepResult
 from openenv.core.env_server.mcp_types import CallToolObservation, ListToolsAction
 
@@ -171,14 +170,3 @@ def test_readme_sync_example_runs_verbatim(echo_server):
     proc = _run_example(README_SYNC, echo_server.url)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [HELLO]
-
-
-def test_readme_sync_example_with_reset_print(echo_server):
-    # The same example printing the reset observation too (both lines the brief expects).
-    code = textwrap.dedent(README_SYNC).replace(
-        "    result = client.reset()\n",
-        "    result = client.reset()\n    print(result.observation.echoed_message)\n",
-    )
-    proc = _run_example(code, echo_server.url)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [READY, HELLO]

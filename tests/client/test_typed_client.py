@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from openenv.core.env_client import EnvClient
 from openenv.core.generic_client import GenericAction, GenericEnvClient
 from tests.client_apps.counter import CounterAction, CounterObservation, CounterState
@@ -90,3 +92,18 @@ async def test_generic_client_returns_dicts(counter_server):
         assert state["applied_steps"] == 3
         assert state["history"] == [4, 1, 2]
         assert state["label"] == "counter"
+
+
+async def test_concurrent_requests_get_their_own_replies(counter_server):
+    async with CounterClient(base_url=counter_server.url) as client:
+        await client.reset()
+        step, state, step2 = await asyncio.gather(
+            client.step(CounterAction(delta=2, sleep_s=0.3)),
+            client.state(),
+            client.step(CounterAction(delta=5)),
+        )
+        assert type(step.observation) is CounterObservation
+        assert step.observation.note == "added 2"
+        assert type(state) is CounterState
+        assert step2.observation.note == "added 5"
+        assert (await client.state()).history == [2, 5]

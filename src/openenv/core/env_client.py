@@ -83,6 +83,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         headers: dict[str, str] | None = None,
         ping_interval_s: float | None = 20.0,
         ping_timeout_s: float | None = 20.0,
+        close_timeout_s: float = 2.0,
         resume: bool = True,
         max_reconnect_attempts: int = 5,
         reconnect_backoff_s: float = 0.2,
@@ -98,6 +99,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.headers = dict(headers or {})
         self.ping_interval_s = ping_interval_s
         self.ping_timeout_s = ping_timeout_s
+        self.close_timeout_s = close_timeout_s
         self.resume = resume
         self.max_reconnect_attempts = max_reconnect_attempts
         self.reconnect_backoff_s = reconnect_backoff_s
@@ -112,6 +114,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._recovering: asyncio.Task[None] | None = None
         self._closing = False
         self._session_id: str | None = None
+        self._lost_session: str | None = None
         self._session_info: dict[str, Any] = {}
         self._attach_session_id: str | None = None
         self._sync_client: Any = None
@@ -151,6 +154,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 max_size=self.max_message_size,
                 ping_interval=self.ping_interval_s,
                 ping_timeout=self.ping_timeout_s,
+                # A dead link gives no closing handshake: don't wait long for one.
+                close_timeout=self.close_timeout_s,
                 additional_headers=self.headers or None,
                 proxy=None,
                 compression=None,
@@ -194,6 +199,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             self._reader = None
         self._fail_pending(ConnectionLostError("Client disconnected"))
         self._session_id = None
+        self._lost_session = None
 
     async def close(self) -> None:
         """Disconnect and stop the provider (container/process) this client started, if any."""
@@ -264,6 +270,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         """Reconnect, resume the session and re-send unanswered requests."""
         session_id = self._session_id
         if not self.resume or session_id is None:
+            self._mark_lost()
             self._fail_pending(
                 ConnectionLostError("Connection to the environment server dropped; session lost")
             )
@@ -284,7 +291,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 with contextlib.suppress(Exception):
                     await ws.close()
                 data = msg.get("data") or {}
-                self._session_id = None
+                self._mark_lost()
                 self._fail_pending(
                     SessionLostError(
                         f"Session {session_id} could not be resumed: {data.get('message')}",
@@ -301,6 +308,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 with contextlib.suppress(ConnectionClosed):
                     await ws.send(dumps(self._pending[rid][0]).decode())
             return
+        self._mark_lost()
         self._fail_pending(
             ConnectionLostError(
                 f"Could not reconnect to {self._ws_base} after {self.max_reconnect_attempts} "
@@ -308,25 +316,33 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             )
         )
 
+    def _mark_lost(self) -> None:
+        """The server's session is gone: only a new episode (reset) may continue."""
+        self._lost_session = self._session_id or "unknown"
+        self._session_id = None
+
     def _fail_pending(self, exc: BaseException) -> None:
         pending, self._pending = self._pending, {}
         for _, fut in pending.values():
             if not fut.done():
                 fut.set_exception(exc)
 
-    async def _wait_connected(self) -> None:
+    async def _wait_connected(self, kind: str) -> None:
         if self._ws is None and self._recovering is not None and not self._recovering.done():
             await asyncio.shield(self._recovering)
         if self._ws is None:
-            if self._session_id is not None and not self._closing:
+            lost = self._lost_session
+            if lost is not None and kind != "reset":
                 raise SessionLostError(
-                    f"Session {self._session_id} was lost with its connection",
+                    f"Session {lost} was lost with its connection; call reset() to start a new "
+                    "episode in a new session",
                     "SESSION_NOT_FOUND",
                 )
+            self._lost_session = None
             await self.connect()
 
     async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
-        await self._wait_connected()
+        await self._wait_connected(str(message.get("type")))
         if not self._extended:
             reply = await self._request_plain(message)
         else:
@@ -369,6 +385,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 raw = await asyncio.wait_for(ws.recv(), self.message_timeout_s)
             except asyncio.TimeoutError:
                 self._ws = None
+                self._lost_session = "the previous session"
                 with contextlib.suppress(Exception):
                     await ws.close()
                 raise RequestTimeoutError(
@@ -377,6 +394,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 ) from None
             except ConnectionClosed as exc:
                 self._ws = None
+                self._lost_session = "the previous session"
                 raise ConnectionLostError(f"Connection to {self._ws_base} closed: {exc}") from exc
             return loads(raw)
 

@@ -321,8 +321,11 @@ class HTTPEnvServer:
 
 
 def _server_mode(mode: ServerMode | str | None) -> ServerMode:
-    raw = mode if mode is not None else os.environ.get("OPENENV_MODE", "simulation")
-    return ServerMode(raw.lower() if isinstance(raw, str) else raw)
+    raw = mode if mode is not None else (os.environ.get("OPENENV_MODE") or "simulation").strip()
+    try:
+        return ServerMode(raw.lower() if isinstance(raw, str) else raw)
+    except ValueError:
+        raise ValueError(f"Invalid server mode {raw!r}: use 'simulation' or 'production'") from None
 
 
 def create_fastapi_app(
