@@ -44,7 +44,9 @@ class SlowEnv(Environment[SlowAction, SlowObservation, SlowState]):
         self._state = SlowState(episode_id=episode_id or str(uuid4()))
         return SlowObservation()
 
-    def step(self, action: SlowAction, timeout_s: float | None = None, **kwargs: Any) -> SlowObservation:
+    def step(
+        self, action: SlowAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SlowObservation:
         started = time.time()
         delay = DEFAULT_DELAY_MS if action.delay_ms is None else action.delay_ms
         time.sleep(delay / 1000)

@@ -84,6 +84,8 @@ def assert_observation_frame(frame: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(data["observation"], dict)
     assert isinstance(data["done"], bool)
     assert isinstance(data["metadata"], dict)
+    # The observation's metadata travels at the top level (and inside the observation).
+    assert data["observation"].get("metadata", data["metadata"]) == data["metadata"], frame
     return data
 
 

@@ -9,6 +9,7 @@ from tests.apps.counter import CounterAction, CounterObservation, CounterState
 from tests.support.server import RunningServer
 
 from .conftest import MAX_MESSAGE_BYTES
+from .helpers import capacity, wait_capacity
 
 SESSION_HEADER = "X-OpenEnv-Session-Id"
 PAYLOAD_KEYS = {"observation", "reward", "done", "metadata"}
@@ -38,9 +39,15 @@ def test_metadata_is_the_environments_metadata(http: httpx.Client) -> None:
         "author",
         "documentation_url",
     }
-    assert body["version"] == "1.0.0"
-    assert isinstance(body["name"], str) and body["name"]
-    assert isinstance(body["description"], str) and body["description"]
+    # A fresh env's get_metadata() (the counter env keeps the default one).
+    assert body == {
+        "name": "CounterEnv",
+        "description": "CounterEnv environment",
+        "readme_content": None,
+        "version": "1.0.0",
+        "author": None,
+        "documentation_url": None,
+    }
 
 
 def test_schema_uses_the_environments_own_models(http: httpx.Client) -> None:
@@ -74,7 +81,7 @@ def test_reset_without_body(http: httpx.Client) -> None:
     assert response.status_code == 200, response.text
     body = response.json()
     assert set(body) == PAYLOAD_KEYS
-    assert body["observation"] == {"count": 0, "history_length": 0}
+    assert body["observation"] == {"count": 0, "history_length": 0, "metadata": {"start": 0}}
     assert body["done"] is False
     assert body["metadata"] == {"start": 0}
     assert SESSION_HEADER.lower() not in response.headers
@@ -104,13 +111,19 @@ def test_reset_negative_seed_is_422(http: httpx.Client) -> None:
     assert detail[0]["input"] == -1
 
 
+def test_reset_invalid_json_body_is_422(http: httpx.Client) -> None:
+    response = http.post("/reset", content=b"{nope", headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["type"] == "json_invalid"
+
+
 def test_step_valid_action(http: httpx.Client) -> None:
     response = http.post("/step", json={"action": {"amount": 4}})
     assert response.status_code == 200, response.text
     body = response.json()
     assert set(body) == PAYLOAD_KEYS
     # Stateless: a fresh env that was never reset starts at 0.
-    assert body["observation"] == {"count": 4, "history_length": 1}
+    assert body["observation"] == {"count": 4, "history_length": 1, "metadata": {"step": 1}}
     assert body["reward"] is True
     assert body["done"] is False
     assert body["metadata"] == {"step": 1}
@@ -194,12 +207,13 @@ def test_http_session_lifecycle(http: httpx.Client) -> None:
     assert again.json()["detail"]["code"] == "SESSION_NOT_FOUND"
 
 
-def test_http_session_frees_its_slot(counter_server: RunningServer, http: httpx.Client) -> None:
-    before = http.get("/capacity").json()["active_sessions"]
-    sid = http.post("/reset", headers={SESSION_HEADER: "new"}).json()["session_id"]
-    assert http.get("/capacity").json()["active_sessions"] == before + 1
-    http.delete(f"/sessions/{sid}")
-    assert http.get("/capacity").json()["active_sessions"] == before
+async def test_http_session_holds_a_slot_until_deleted(two_slot_server: RunningServer) -> None:
+    await wait_capacity(two_slot_server.url, active_sessions=0)
+    async with httpx.AsyncClient(base_url=two_slot_server.url) as client:
+        sid = (await client.post("/reset", headers={SESSION_HEADER: "new"})).json()["session_id"]
+        assert capacity(two_slot_server.url)["active_sessions"] == 1
+        assert (await client.delete(f"/sessions/{sid}")).status_code == 200
+        assert capacity(two_slot_server.url)["active_sessions"] == 0
 
 
 @pytest.mark.parametrize("method", ["step", "state", "reset"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -11,13 +12,16 @@ from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
 
 from tests.support.server import RunningServer
 
-from .conftest import MAX_MESSAGE_BYTES
+from .conftest import MAX_MESSAGE_BYTES, closed_episodes
 from .helpers import (
     assert_error,
     assert_observation_frame,
+    capacity,
+    poll,
     recv,
     request,
     send,
+    wait_capacity,
     ws_connect,
 )
 
@@ -31,14 +35,19 @@ async def ws(counter_server: RunningServer):
 async def test_reset_reply_shape(ws) -> None:
     frame = await request(ws, {"type": "reset", "data": {"seed": 11, "episode_id": "ep-ws"}})
     data = assert_observation_frame(frame)
-    assert data["observation"] == {"count": data["metadata"]["start"], "history_length": 0}
+    start = data["metadata"]["start"]
+    assert data["observation"] == {
+        "count": start,
+        "history_length": 0,
+        "metadata": {"start": start},
+    }
     assert data["reward"] == 0 and type(data["reward"]) is int
     assert data["done"] is False
 
 
 async def test_reset_without_data(ws) -> None:
     data = assert_observation_frame(await request(ws, {"type": "reset"}))
-    assert data["observation"] == {"count": 0, "history_length": 0}
+    assert data["observation"] == {"count": 0, "history_length": 0, "metadata": {"start": 0}}
 
 
 async def test_reset_is_deterministic_over_ws(ws) -> None:
@@ -51,11 +60,11 @@ async def test_reset_is_deterministic_over_ws(ws) -> None:
 async def test_step_reply_shape(ws) -> None:
     await request(ws, {"type": "reset"})
     data = assert_observation_frame(await request(ws, {"type": "step", "data": {"amount": 3}}))
-    assert data["observation"] == {"count": 3, "history_length": 1}
+    assert data["observation"] == {"count": 3, "history_length": 1, "metadata": {"step": 1}}
     assert data["reward"] is False
     assert data["metadata"] == {"step": 1}
     data = assert_observation_frame(await request(ws, {"type": "step", "data": {"amount": 1}}))
-    assert data["observation"] == {"count": 4, "history_length": 2}
+    assert data["observation"] == {"count": 4, "history_length": 2, "metadata": {"step": 2}}
     assert data["reward"] is True
 
 
@@ -87,16 +96,56 @@ async def test_close_has_no_reply_and_closes_normally(ws) -> None:
     assert ws.close_code == 1000
 
 
-async def test_close_frees_the_slot(counter_server: RunningServer) -> None:
-    async with httpx.AsyncClient(base_url=counter_server.url) as http:
-        async with ws_connect(counter_server.ws_url) as conn:
-            await request(conn, {"type": "reset"})
-            during = (await http.get("/capacity")).json()["active_sessions"]
-            await send(conn, {"type": "close"})
-            with pytest.raises(ConnectionClosed):
-                await asyncio.wait_for(conn.recv(), 5)
-        after = (await http.get("/capacity")).json()["active_sessions"]
-        assert after == during - 1
+async def test_dropped_connection_closes_env_once(
+    counter_server: RunningServer, close_marker: Path
+) -> None:
+    async with ws_connect(counter_server.ws_url) as conn:
+        await request(conn, {"type": "reset", "data": {"episode_id": "dropped-ep"}})
+        conn.transport.abort()
+    await poll(lambda: "dropped-ep" in closed_episodes(close_marker))
+    await asyncio.sleep(0.2)
+    assert closed_episodes(close_marker).count("dropped-ep") == 1
+
+
+async def test_close_message_closes_env_once(
+    counter_server: RunningServer, close_marker: Path
+) -> None:
+    async with ws_connect(counter_server.ws_url) as conn:
+        await request(conn, {"type": "reset", "data": {"episode_id": "closed-ep"}})
+        await send(conn, {"type": "close"})
+        with pytest.raises(ConnectionClosedOK):
+            await asyncio.wait_for(conn.recv(), 5)
+    await poll(lambda: "closed-ep" in closed_episodes(close_marker))
+    await asyncio.sleep(0.2)
+    assert closed_episodes(close_marker).count("closed-ep") == 1
+
+
+async def test_close_frees_the_slot(two_slot_server: RunningServer) -> None:
+    await wait_capacity(two_slot_server.url, active_sessions=0)
+    async with ws_connect(two_slot_server.ws_url) as conn:
+        await request(conn, {"type": "reset"})
+        assert capacity(two_slot_server.url)["active_sessions"] == 1
+        await send(conn, {"type": "close"})
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(conn.recv(), 5)
+    # Freed once: 0, not 1 and not a negative count clamped to 0 (then 2 would fit in 1 slot).
+    await wait_capacity(two_slot_server.url, active_sessions=0, queued=0)
+    a = await ws_connect(two_slot_server.ws_url)
+    b = await ws_connect(two_slot_server.ws_url)
+    c = await ws_connect(two_slot_server.ws_url)
+    try:
+        await request(a, {"type": "reset"})
+        await request(b, {"type": "reset"})
+        assert capacity(two_slot_server.url)["active_sessions"] == 2
+        await send(c, {"type": "reset"})
+        with pytest.raises(asyncio.TimeoutError):
+            await recv(c, timeout=0.3)
+        await a.close()
+        assert_observation_frame(await recv(c))
+    finally:
+        for conn in (a, b, c):
+            await conn.close()
+    await wait_capacity(two_slot_server.url, active_sessions=0, queued=0)
 
 
 # -- error frames -------------------------------------------------------------------------
@@ -164,7 +213,9 @@ async def test_execution_error_keeps_connection_usable(ws) -> None:
     await request(ws, {"type": "reset", "data": {"episode_id": "ep-exec"}})
     await request(ws, {"type": "step", "data": {"amount": 1}})
     data = assert_error(
-        await request(ws, {"type": "step", "data": {"amount": 13}}), "EXECUTION_ERROR", "environment"
+        await request(ws, {"type": "step", "data": {"amount": 13}}),
+        "EXECUTION_ERROR",
+        "environment",
     )
     assert "unlucky" in data["message"]
     state = await request(ws, {"type": "state"})
@@ -177,13 +228,26 @@ async def test_execution_error_keeps_connection_usable(ws) -> None:
 
 async def test_message_too_large_keeps_connection_usable(ws) -> None:
     await request(ws, {"type": "reset"})
-    big = json.dumps({"type": "step", "data": {"amount": 1, "metadata": {"p": "x" * MAX_MESSAGE_BYTES}}})
+    big = json.dumps(
+        {"type": "step", "data": {"amount": 1, "metadata": {"p": "x" * MAX_MESSAGE_BYTES}}}
+    )
     data = assert_error(await request(ws, big), "MESSAGE_TOO_LARGE", "client")
     assert data["limit"] == MAX_MESSAGE_BYTES
     # The oversized step was not applied and the connection still works.
     assert (await request(ws, {"type": "state"}))["data"]["step_count"] == 0
     step = assert_observation_frame(await request(ws, {"type": "step", "data": {"amount": 1}}))
     assert step["observation"]["count"] == 1
+
+
+async def test_message_size_limit_counts_bytes_not_characters(ws) -> None:
+    """The limit is in bytes: a text frame of few but multi-byte characters is over it."""
+    await request(ws, {"type": "reset"})
+    pad = "\u20ac" * (MAX_MESSAGE_BYTES // 3 + 100)  # 3 bytes each in UTF-8
+    frame = json.dumps(
+        {"type": "step", "data": {"amount": 1, "metadata": {"p": pad}}}, ensure_ascii=False
+    )
+    assert len(frame) < MAX_MESSAGE_BYTES < len(frame.encode())
+    assert_error(await request(ws, frame), "MESSAGE_TOO_LARGE", "client")
 
 
 async def test_message_too_large_binary_frame(ws) -> None:
@@ -208,6 +272,10 @@ async def test_request_id_is_echoed(ws) -> None:
     assert set(frame) == {"type", "data", "id"}
     frame = await request(ws, {"type": "state", "id": 7})
     assert frame["type"] == "state" and frame["id"] == 7
+    frame = await request(ws, {"type": "state", "id": 0})
+    assert frame["type"] == "state" and frame["id"] == 0
+    frame = await request(ws, {"type": "state", "id": ""})
+    assert frame["type"] == "state" and frame["id"] == ""
 
 
 async def test_no_request_id_means_no_id_key(ws) -> None:
@@ -302,7 +370,9 @@ async def test_barrage_of_bad_frames(counter_server: RunningServer) -> None:
         # Other sessions and the server are fine.
         state = (await request(other, {"type": "state"}))["data"]
         assert state["episode_id"] == "bystander" and state["step_count"] == 1
-        step = assert_observation_frame(await request(other, {"type": "step", "data": {"amount": 1}}))
+        step = assert_observation_frame(
+            await request(other, {"type": "step", "data": {"amount": 1}})
+        )
         assert step["observation"]["count"] == 3
     async with httpx.AsyncClient() as http:
         assert (await http.get(f"{counter_server.url}/health")).status_code == 200

@@ -39,6 +39,8 @@ class ServerConfig:
     max_message_bytes: int = 8 * 1024 * 1024
     #: Replies kept per resumable session so a re-sent request is answered, not re-applied.
     replay_window: int = 32
+    #: Most sync environment calls running at once (threads start only when needed).
+    max_threads: int = 256
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerConfig:
@@ -51,6 +53,7 @@ class ServerConfig:
             "max_queued": ("OPENENV_MAX_QUEUED", int),
             "queue_timeout_s": ("OPENENV_QUEUE_TIMEOUT", float),
             "max_message_bytes": ("OPENENV_MAX_MESSAGE_BYTES", int),
+            "max_threads": ("OPENENV_MAX_THREADS", int),
         }
         for name, (var, kind) in env_map.items():
             value = _env_number(var, kind)

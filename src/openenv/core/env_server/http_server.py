@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .asgi import BodyTooLarge, read_body, replay
 from .config import ServerConfig
 from .errors import ServerSideError, error_data
 from .interfaces import Environment, state_class_of
@@ -59,38 +60,54 @@ def _error_response(exc: ServerSideError) -> Response:
 
 
 class BodySizeLimit:
-    """Refuses HTTP bodies over the configured size before they are read (413)."""
+    """Refuses HTTP bodies over the configured size (413), declared or streamed in chunks."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for name, value in scope["headers"]:
-                if name == b"content-length":
-                    if value.isdigit() and int(value) > self.limit:
-                        body = dumps(
-                            {
-                                "detail": error_data(
-                                    WSErrorCode.MESSAGE_TOO_LARGE,
-                                    f"Request body of {int(value)} bytes exceeds the limit of "
-                                    f"{self.limit} bytes",
-                                    limit=self.limit,
-                                )
-                            }
-                        )
-                        await send(
-                            {
-                                "type": "http.response.start",
-                                "status": 413,
-                                "headers": [(b"content-type", b"application/json")],
-                            }
-                        )
-                        await send({"type": "http.response.body", "body": body})
-                        return
-                    break
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = None
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                declared = int(value) if value.isdigit() else None
+                break
+        if declared is not None:
+            if declared > self.limit:
+                await self._refuse(send, declared)
+                return
+            await self.app(scope, receive, send)  # the server enforces Content-Length itself
+            return
+        # No declared length (chunked): read it all first, within the limit, then replay it.
+        try:
+            body = await read_body(receive, self.limit)
+        except BodyTooLarge as exc:
+            await self._refuse(send, exc.size)
+            return
+        if body is not None:
+            await self.app(scope, replay(body, receive), send)
+
+    async def _refuse(self, send: Send, size: int) -> None:
+        body = dumps(
+            {
+                "detail": error_data(
+                    WSErrorCode.MESSAGE_TOO_LARGE,
+                    f"Request body of {size} bytes exceeds the limit of {self.limit} bytes",
+                    limit=self.limit,
+                )
+            }
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
 
 
 class HTTPEnvServer:
@@ -306,10 +323,7 @@ class HTTPEnvServer:
                 assert session.env is not None
                 return session.env.get_metadata()
 
-            meta = await self.manager.with_throwaway_env(read)
-            if self.env_name and meta.name == type(meta).__name__:
-                meta.name = self.env_name
-            self._metadata = meta
+            self._metadata = await self.manager.with_throwaway_env(read)
         return self._metadata
 
     def schema(self) -> dict[str, Any]:

@@ -12,7 +12,6 @@ import contextlib
 import functools
 import inspect
 import logging
-import os
 import secrets
 import time
 import uuid
@@ -90,6 +89,9 @@ class SlotPool:
         self.max_waiters = max_waiters
         self.used = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def has_free_slot(self) -> bool:
+        return self.used < self.size and not self._waiters
 
     @property
     def queued(self) -> int:
@@ -237,7 +239,8 @@ class SessionManager:
         self.slots = SlotPool(limit, config.max_queued)
         self.sessions: dict[str, Session] = {}
         single = getattr(self.env_class, "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
-        workers = 1 if single else min(64, (os.cpu_count() or 1) * 4 + 4)
+        # Threads start on demand: the pool only grows to as many sync calls as block at once.
+        workers = 1 if single else config.max_threads
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openenv-env")
         self._reaper: asyncio.Task[None] | None = None
         self._id_prefix = worker_prefix()
@@ -488,7 +491,9 @@ class SessionManager:
         if isinstance(exc, ExecutionError):
             return exc
         logger.warning("Environment %s() raised %s", method, exception_message(exc))
-        return ExecutionError(exception_message(exc), method=method, exception=type(exc).__name__)
+        return ExecutionError(
+            str(exc) or type(exc).__name__, method=method, exception=type(exc).__name__
+        )
 
     # -- stateless calls (OpenEnv's HTTP behaviour) ------------------------------------
 

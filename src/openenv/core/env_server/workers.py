@@ -22,6 +22,7 @@ from typing import Any, Optional
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .asgi import read_body, replay
 from .serialization import loads
 
 logger = logging.getLogger("openenv.server")
@@ -81,7 +82,7 @@ class WorkerRouter:
             and scope["path"] == "/mcp"
             and scope["method"] == "POST"
         ):
-            body = await _read_body(receive)
+            body = await read_body(receive) or b""
             try:
                 message = loads(body)
                 params = message.get("params") if isinstance(message, dict) else None
@@ -91,7 +92,7 @@ class WorkerRouter:
                 pass
         if owner is None or owner == self.me or scope.get("openenv_forwarded"):
             if body is not None:
-                receive = _replay(body, receive)
+                receive = replay(body, receive)
             await self.app(scope, receive, send)
             return
         if scope["type"] == "http":
@@ -108,7 +109,7 @@ class WorkerRouter:
             client = httpx.AsyncClient(transport=transport, base_url="http://worker", timeout=None)
             self._clients[owner] = client
         if body is None:
-            body = await _read_body(receive)
+            body = await read_body(receive) or b""
         headers = [(k, v) for k, v in scope["headers"] if k not in (b"host", b"content-length")]
         path = scope["path"] + (
             ("?" + scope["query_string"].decode()) if scope["query_string"] else ""
@@ -183,31 +184,6 @@ class WorkerRouter:
             pump.cancel()
             with contextlib.suppress(BaseException):
                 await pump
-
-
-async def _read_body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            break
-    return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 async def _send_simple(send: Send, status: int, body: bytes) -> None:

@@ -11,6 +11,7 @@ Extensions are opt-in and invisible to OpenEnv clients:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 from starlette.websockets import WebSocket
 
-from .errors import ServerSideError, SessionNotFoundError, error_data, exception_message
+from .errors import (
+    CapacityError,
+    ServerSideError,
+    SessionNotFoundError,
+    error_data,
+    exception_message,
+)
 from .serialization import deserialize_action, dumps, loads, serialize_observation
 from .sessions import CLOSE_TAKEN_OVER, Session
 from .types import (
@@ -87,25 +94,70 @@ class WebSocketHandler:
         await websocket.accept(subprotocol=SUBPROTOCOL if extended else None)
         params = websocket.query_params
         session: Session | None = None
+        early: list[Any] = []  # frames (or a pending receive) that arrived while queued
         try:
             requested = params.get("session_id")
             if requested:
                 session = await self._attach(websocket, requested, extended)
             else:
                 try:
-                    session = await self.manager.create("ws")
+                    session = await self._create_watching(websocket, early)
                 except ServerSideError as exc:
                     await self._refuse(websocket, exc.to_data())
                     return
+                if session is None:
+                    return  # the client left while waiting for a slot
                 session.websocket = websocket
                 if extended or params.get("resumable", "").lower() in _TRUE:
                     await self._announce(websocket, session, resumed=False)
             if session is None:
                 return
-            await self._serve(websocket, session)
+            await self._serve(websocket, session, early)
         finally:
             if session is not None:
                 await self._detach(websocket, session)
+
+    async def _create_watching(self, websocket: WebSocket, early: list[Any]) -> Session | None:
+        """Create the session; while queued for a slot, notice a client that leaves.
+
+        Frames that arrive while queued are kept in `early` (in order) for `_serve`, followed by
+        the receive still in flight, if any.
+        """
+        if self.manager.slots.has_free_slot():
+            return await self.manager.create("ws")
+        loop = asyncio.get_running_loop()
+        creating = loop.create_task(self.manager.create("ws"))
+        receiving: asyncio.Future[Any] | None = None
+        try:
+            while True:
+                if receiving is None:
+                    receiving = loop.create_task(websocket.receive())
+                done, _ = await asyncio.wait(
+                    {creating, receiving}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if receiving in done:
+                    message = receiving.result()
+                    receiving = None
+                    if message["type"] == "websocket.disconnect":
+                        creating.cancel()
+                        with contextlib.suppress(BaseException):
+                            session = await creating
+                            await self.manager.destroy(session, "client left while queued")
+                        return None
+                    if len(early) >= 64:
+                        creating.cancel()
+                        raise CapacityError("Too many messages sent while waiting for a slot")
+                    early.append(message)
+                if creating in done:
+                    if receiving is not None:
+                        early.append(receiving)
+                        receiving = None
+                    return creating.result()
+        except BaseException:
+            creating.cancel()
+            if receiving is not None:
+                receiving.cancel()
+            raise
 
     async def _refuse(self, websocket: WebSocket, data: dict[str, Any]) -> None:
         try:
@@ -164,11 +216,15 @@ class WebSocketHandler:
             return
         await self.manager.destroy(session, "connection closed")
 
-    async def _serve(self, websocket: WebSocket, session: Session) -> None:
+    async def _serve(self, websocket: WebSocket, session: Session, early: list[Any]) -> None:
         receive = websocket.receive
         limit = self.manager.config.max_message_bytes
         while True:
-            message = await receive()
+            if early:
+                item = early.pop(0)
+                message = await item if isinstance(item, asyncio.Future) else item
+            else:
+                message = await receive()
             if message["type"] == "websocket.disconnect":
                 return
             raw = message.get("text")
@@ -176,11 +232,14 @@ class WebSocketHandler:
                 raw = message.get("bytes") or b""
             if session.closed or session.websocket is not websocket:
                 return
-            if len(raw) > limit:
+            size = len(raw)
+            if isinstance(raw, str) and size * 4 > limit:
+                size = len(raw.encode())
+            if size > limit:
                 reply: str | None = error_frame(
                     error_data(
                         WSErrorCode.MESSAGE_TOO_LARGE,
-                        f"Message of {len(raw)} bytes exceeds the limit of {limit} bytes",
+                        f"Message of {size} bytes exceeds the limit of {limit} bytes",
                         limit=limit,
                     )
                 )

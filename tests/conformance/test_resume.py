@@ -1,0 +1,223 @@
+"""Resumable `/ws` sessions: session frame, reattach after a dropped connection, replay by id."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from tests.support.server import RunningServer
+
+from .conftest import RESUME_GRACE_S, closed_episodes
+from .helpers import (
+    assert_error,
+    assert_observation_frame,
+    expect_closed,
+    poll,
+    recv,
+    request,
+    ws_connect,
+)
+
+SUBPROTOCOL = "openenv.v1"
+
+
+def drop(ws) -> None:
+    """Lose the TCP connection without a closing handshake."""
+    ws.transport.abort()
+
+
+async def open_resumable(server: RunningServer, **kwargs):
+    conn = await ws_connect(f"{server.ws_url}?resumable=1", **kwargs)
+    frame = await recv(conn)
+    assert frame["type"] == "session", frame
+    assert "id" not in frame
+    return conn, frame["data"]
+
+
+async def test_resumable_connection_announces_session(counter_server: RunningServer) -> None:
+    conn, data = await open_resumable(counter_server)
+    try:
+        assert isinstance(data["session_id"], str) and data["session_id"]
+        assert data["resumed"] is False
+        assert data["step_count"] == 0
+        assert data["resume_grace_s"] == RESUME_GRACE_S
+        assert_observation_frame(await request(conn, {"type": "reset"}))
+    finally:
+        await conn.close()
+
+
+async def test_subprotocol_announces_session(counter_server: RunningServer) -> None:
+    async with ws_connect(counter_server.ws_url, subprotocols=[SUBPROTOCOL]) as conn:
+        assert conn.subprotocol == SUBPROTOCOL
+        frame = await recv(conn)
+        assert frame["type"] == "session"
+        assert frame["data"]["resumed"] is False
+
+
+async def test_plain_connection_has_no_session_frame(counter_server: RunningServer) -> None:
+    async with ws_connect(counter_server.ws_url) as conn:
+        assert conn.subprotocol is None
+        assert_observation_frame(await request(conn, {"type": "reset"}))
+
+
+async def test_resume_after_abrupt_drop_continues_episode(counter_server: RunningServer) -> None:
+    conn, data = await open_resumable(counter_server)
+    sid = data["session_id"]
+    await request(conn, {"type": "reset", "id": "r0", "data": {"episode_id": "resume-ep"}})
+    replies = {}
+    for i, amount in enumerate((1, 2, 3), start=1):
+        replies[f"s{i}"] = await request(
+            conn, {"type": "step", "id": f"s{i}", "data": {"amount": amount}}
+        )
+        assert replies[f"s{i}"]["id"] == f"s{i}"
+    drop(conn)
+
+    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as again:
+        frame = await recv(again)
+        assert frame["type"] == "session", frame
+        assert frame["data"]["session_id"] == sid
+        assert frame["data"]["resumed"] is True
+        assert frame["data"]["step_count"] == 3
+
+        state = (await request(again, {"type": "state"}))["data"]
+        assert state["episode_id"] == "resume-ep"
+        assert state["step_count"] == 3
+        assert state["history"] == [1, 2, 3]
+
+        # Re-sending an answered id returns the stored reply and applies nothing.
+        replay = await request(again, {"type": "step", "id": "s3", "data": {"amount": 3}})
+        assert replay == replies["s3"]
+        replay = await request(again, {"type": "step", "id": "s1", "data": {"amount": 1}})
+        assert replay == replies["s1"]
+        state = (await request(again, {"type": "state"}))["data"]
+        assert state["step_count"] == 3
+        assert state["history"] == [1, 2, 3]
+
+        # A new id is a new step.
+        new = await request(again, {"type": "step", "id": "s4", "data": {"amount": 4}})
+        assert new["id"] == "s4"
+        assert new["data"]["observation"]["history_length"] == 4
+        assert (await request(again, {"type": "state"}))["data"]["step_count"] == 4
+        await again.send('{"type": "close"}')
+
+
+async def test_reply_lost_with_connection_is_applied_exactly_once(
+    counter_server: RunningServer,
+) -> None:
+    conn, data = await open_resumable(counter_server)
+    sid = data["session_id"]
+    await request(conn, {"type": "reset", "id": "r0"})
+    await conn.send('{"type": "step", "id": "lost", "data": {"amount": 5}}')
+    await asyncio.sleep(0.2)  # the server applies it; its reply dies with the connection
+    drop(conn)
+
+    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as again:
+        assert (await recv(again))["data"]["resumed"] is True
+        reply = await request(again, {"type": "step", "id": "lost", "data": {"amount": 5}})
+        assert reply["id"] == "lost"
+        assert reply["data"]["observation"]["count"] == 5
+        assert reply["data"]["observation"]["history_length"] == 1
+        state = (await request(again, {"type": "state"}))["data"]
+        assert state["step_count"] == 1
+        assert state["history"] == [5]
+        await again.send('{"type": "close"}')
+
+
+async def test_resend_while_original_is_in_flight(slow_server: RunningServer) -> None:
+    """The client drops while its step runs and re-sends it: one step, one shared reply."""
+    conn, data = await open_resumable(slow_server)
+    sid = data["session_id"]
+    await conn.send('{"type": "step", "id": "x", "data": {"tag": "x", "delay_ms": 500}}')
+    await asyncio.sleep(0.1)
+    drop(conn)
+    async with ws_connect(f"{slow_server.ws_url}?session_id={sid}") as again:
+        assert (await recv(again))["data"]["resumed"] is True
+        reply = await request(again, {"type": "step", "id": "x", "data": {"tag": "x"}})
+        assert reply["id"] == "x"
+        assert reply["data"]["observation"]["tag"] == "x"
+        state = (await request(again, {"type": "state"}))["data"]
+        assert state["tags"] == ["x"]
+        assert state["step_count"] == 1
+        await again.send('{"type": "close"}')
+
+
+async def test_resume_with_subprotocol(counter_server: RunningServer) -> None:
+    async with ws_connect(counter_server.ws_url, subprotocols=[SUBPROTOCOL]) as conn:
+        sid = (await recv(conn))["data"]["session_id"]
+        await request(conn, {"type": "step", "id": 1, "data": {"amount": 2}})
+        drop(conn)
+    async with ws_connect(
+        f"{counter_server.ws_url}?session_id={sid}", subprotocols=[SUBPROTOCOL]
+    ) as again:
+        frame = await recv(again)
+        assert frame["data"] == {**frame["data"], "session_id": sid, "resumed": True}
+        assert (await request(again, {"type": "state"}))["data"]["step_count"] == 1
+
+
+async def test_attach_takes_over_a_live_connection(counter_server: RunningServer) -> None:
+    first, data = await open_resumable(counter_server)
+    sid = data["session_id"]
+    await request(first, {"type": "step", "data": {"amount": 1}})
+    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as second:
+        assert (await recv(second))["data"]["resumed"] is True
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(first.recv(), 5)
+        assert first.close_code == 4002
+        assert (await request(second, {"type": "state"}))["data"]["step_count"] == 1
+
+
+async def test_resumable_zero_means_plain(counter_server: RunningServer) -> None:
+    async with ws_connect(f"{counter_server.ws_url}?resumable=0") as conn:
+        assert_observation_frame(await request(conn, {"type": "reset"}))
+
+
+async def test_closed_resumable_session_cannot_be_attached(counter_server: RunningServer) -> None:
+    conn, data = await open_resumable(counter_server)
+    await request(conn, {"type": "reset"})
+    await conn.send('{"type": "close"}')
+    assert await expect_closed(conn) == []
+    async with ws_connect(f"{counter_server.ws_url}?session_id={data['session_id']}") as again:
+        frames = await expect_closed(again)
+    assert len(frames) == 1, frames
+    assert_error(frames[0], "SESSION_ERROR", "infrastructure")
+
+
+async def test_unknown_session_id_is_session_error(counter_server: RunningServer) -> None:
+    async with ws_connect(f"{counter_server.ws_url}?session_id=does-not-exist") as conn:
+        frames = await expect_closed(conn)
+    assert len(frames) == 1, frames
+    data = assert_error(frames[0], "SESSION_ERROR", "infrastructure")
+    assert "does-not-exist" in data["message"]
+
+
+async def test_session_is_gone_after_grace(
+    counter_server: RunningServer, close_marker: Path
+) -> None:
+    conn, data = await open_resumable(counter_server)
+    sid = data["session_id"]
+    await request(conn, {"type": "reset", "data": {"episode_id": "grace-ep"}})
+    await request(conn, {"type": "step", "data": {"amount": 1}})
+    drop(conn)
+
+    # The env is closed once the grace period is over...
+    await poll(lambda: "grace-ep" in closed_episodes(close_marker), timeout=RESUME_GRACE_S + 4)
+    # ...and the session can no longer be attached.
+    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as again:
+        frames = await expect_closed(again)
+    assert len(frames) == 1, frames
+    assert_error(frames[0], "SESSION_ERROR", "infrastructure")
+    assert closed_episodes(close_marker).count("grace-ep") == 1
+
+
+async def test_session_survives_within_grace(counter_server: RunningServer) -> None:
+    conn, data = await open_resumable(counter_server)
+    sid = data["session_id"]
+    await request(conn, {"type": "step", "data": {"amount": 7}})
+    drop(conn)
+    await asyncio.sleep(RESUME_GRACE_S * 0.5)
+    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as again:
+        assert (await recv(again))["data"]["resumed"] is True
+        assert (await request(again, {"type": "state"}))["data"]["count"] == 7
