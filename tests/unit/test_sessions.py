@@ -157,3 +157,32 @@ def test_filter_kwargs_follows_the_signature() -> None:
     env = Recorder()
     assert filter_kwargs(env.reset, {"seed": 1, "bogus": 2}) == {"seed": 1}
     assert filter_kwargs(env.step, {"anything": 1}) == {"anything": 1}
+
+
+class ThreadRecorder(Recorder):
+    threads: list[str] = []
+
+    def step(self, action: Tick, timeout_s: Optional[float] = None, **kwargs: Any) -> Observation:
+        import threading
+
+        ThreadRecorder.threads.append(threading.current_thread().name)
+        return super().step(action)
+
+
+class InlineRecorder(ThreadRecorder):
+    RUNS_ON_EVENT_LOOP = True
+
+
+@pytest.mark.parametrize("env_cls, on_loop", [(ThreadRecorder, False), (InlineRecorder, True)])
+async def test_sync_calls_leave_the_loop_unless_the_env_opts_in(env_cls, on_loop) -> None:
+    import threading
+
+    ThreadRecorder.threads.clear()
+    manager = SessionManager(env_cls, ServerConfig(max_concurrent_envs=1, session_timeout=None))
+    session = await manager.create("ws")
+    await manager.step(session, Tick())
+    loop_thread = threading.current_thread().name
+    assert (ThreadRecorder.threads == [loop_thread]) is on_loop
+    if not on_loop:
+        assert ThreadRecorder.threads[0].startswith("openenv-env")
+    await manager.shutdown()

@@ -52,6 +52,11 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     SUPPORTS_CONCURRENT_SESSIONS: bool = False
     #: Set True for thread-affine libraries: all sync calls of all sessions then share one thread.
     REQUIRES_SINGLE_THREAD_EXECUTOR: bool = False
+    #: Set True only when reset/step/state are quick CPU work (well under a millisecond) that
+    #: never waits on I/O: the server then calls them on its event loop instead of handing each
+    #: call to a worker thread, which roughly halves the server's CPU per step. A slow method
+    #: with this flag stalls every session of the process, so the default is False.
+    RUNS_ON_EVENT_LOOP: bool = False
 
     transform: Transform[ObsT] | None = None
     rubric: Any = None

@@ -413,6 +413,9 @@ class SessionManager:
         return kind
 
     async def _run(self, session: Session, fn: Callable[[], Any]) -> Any:
+        """Run a sync environment call off the event loop (or on it, if the env opted in)."""
+        if session.env is not None and getattr(session.env, "RUNS_ON_EVENT_LOOP", False):
+            return fn()
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
 
     async def call(self, session: Session, work: Callable[[], Awaitable[Any]]) -> Any:
