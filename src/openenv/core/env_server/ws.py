@@ -77,6 +77,17 @@ def error_frame(data: dict[str, Any], request_id: Any = None) -> str:
     return _frame("error", data, request_id)
 
 
+def invalid_frame(exc: ValidationError, what: str, request_id: Any) -> str:
+    """OpenEnv's VALIDATION_ERROR frame, plus a `detail` that names the offending fields."""
+    data = error_data(
+        WSErrorCode.VALIDATION_ERROR,
+        "Invalid message",
+        errors=validation_errors(exc),
+        detail=describe_validation(exc, what),
+    )
+    return error_frame(data, request_id)
+
+
 class _Close(Exception):
     """The client asked to end the session."""
 
@@ -284,15 +295,7 @@ class WebSocketHandler:
         try:
             envelope.model_validate(msg)
         except ValidationError as exc:
-            return error_frame(
-                error_data(
-                    WSErrorCode.VALIDATION_ERROR,
-                    "Invalid message",
-                    errors=validation_errors(exc),
-                    detail=describe_validation(exc, "message"),
-                ),
-                request_id,
-            )
+            return invalid_frame(exc, "message", request_id)
         if kind == "close":
             raise _Close(request_id)
         if request_id is None or not session.resumable:
@@ -314,10 +317,9 @@ class WebSocketHandler:
         session.inflight[request_id] = fut
         try:
             reply = await self._dispatch(session, kind, msg, request_id)
-        except BaseException as exc:
+        except BaseException:
             session.inflight.pop(request_id, None)
-            fut.set_exception(exc) if not fut.done() else None
-            fut.exception()  # mark retrieved
+            fut.cancel()  # a waiting duplicate re-raises CancelledError and gives up
             raise
         session.inflight.pop(request_id, None)
         session.replies[request_id] = reply
@@ -336,15 +338,7 @@ class WebSocketHandler:
                 try:
                     action = deserialize_action(msg["data"], self.server.action_cls)
                 except ValidationError as exc:
-                    return error_frame(
-                        error_data(
-                            WSErrorCode.VALIDATION_ERROR,
-                            "Invalid message",
-                            errors=validation_errors(exc),
-                            detail=describe_validation(exc, "action"),
-                        ),
-                        request_id,
-                    )
+                    return invalid_frame(exc, "action", request_id)
                 obs = await manager.step(session, action)
                 return _frame("observation", serialize_observation(obs), request_id)
             if kind == "reset":
