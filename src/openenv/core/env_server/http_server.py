@@ -18,7 +18,7 @@ from .config import ServerConfig
 from .errors import ServerSideError, error_data
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
-from .serialization import deserialize_action, dumps, serialize_observation
+from .serialization import deserialize_action, dumps, dumps_observation, serialize_observation
 from .sessions import Session, SessionManager
 from .types import (
     Action,
@@ -52,6 +52,16 @@ def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None
     return Response(
         dumps(payload), status_code=status, media_type="application/json", headers=headers
     )
+
+
+def _observation_response(obs: Observation, session_id: str | None = None) -> Response:
+    payload = serialize_observation(obs)
+    headers = None
+    if session_id is not None:
+        payload["session_id"] = session_id
+        headers = {SESSION_HEADER: session_id}
+    body = dumps_observation(payload, obs)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 def _error_response(exc: ServerSideError) -> Response:
@@ -244,7 +254,7 @@ class HTTPEnvServer:
             try:
                 if not sid:
                     obs = await manager.with_throwaway_env(lambda s: manager.reset(s, kwargs))
-                    return _json(serialize_observation(obs))
+                    return _observation_response(obs)
                 if sid == "new":
                     session = await manager.create("http")
                 else:
@@ -255,9 +265,7 @@ class HTTPEnvServer:
                     if sid == "new":
                         await manager.destroy(session, "reset failed")
                     raise
-                payload = serialize_observation(obs)
-                payload["session_id"] = session.id
-                return _json(payload, headers={SESSION_HEADER: session.id})
+                return _observation_response(obs, session.id)
             except ServerSideError as exc:
                 return _error_response(exc)
 
@@ -279,12 +287,10 @@ class HTTPEnvServer:
                     obs = await manager.with_throwaway_env(
                         lambda s: manager.step(s, action, kwargs)
                     )
-                    return _json(serialize_observation(obs))
+                    return _observation_response(obs)
                 session = manager.get(sid)
                 obs = await manager.step(session, action, kwargs)
-                payload = serialize_observation(obs)
-                payload["session_id"] = session.id
-                return _json(payload, headers={SESSION_HEADER: session.id})
+                return _observation_response(obs, session.id)
             except ServerSideError as exc:
                 return _error_response(exc)
 

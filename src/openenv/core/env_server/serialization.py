@@ -60,6 +60,23 @@ def serialize_observation(observation: Observation) -> dict[str, Any]:
     }
 
 
+def dumps_observation(value: Any, observation: Observation) -> bytes:
+    """JSON-encode a reply carrying `observation`.
+
+    An observation that cannot be encoded is the environment's bug: it is reported as
+    EXECUTION_ERROR (category environment), not as a server failure.
+    """
+    try:
+        return dumps(value)
+    except TypeError as exc:
+        from .errors import ExecutionError
+
+        raise ExecutionError(
+            f"{type(observation).__name__} cannot be encoded as JSON: {exc}",
+            exception=type(exc).__name__,
+        ) from exc
+
+
 def deserialize_action(data: dict[str, Any], action_cls: type[Action]) -> Action:
     """Validate a wire action; MCP actions are recognised by their `type` discriminator."""
     action_type = data.get("type") if isinstance(data, dict) else None

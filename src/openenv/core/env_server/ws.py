@@ -26,7 +26,13 @@ from .errors import (
     error_data,
     exception_message,
 )
-from .serialization import deserialize_action, dumps, loads, serialize_observation
+from .serialization import (
+    deserialize_action,
+    dumps,
+    dumps_observation,
+    loads,
+    serialize_observation,
+)
 from .sessions import CLOSE_TAKEN_OVER, Session
 from .types import (
     WSCloseMessage,
@@ -71,6 +77,13 @@ def _frame(kind: str, data: Any, request_id: Any = None) -> str:
     if request_id is not None:
         msg["id"] = request_id
     return dumps(msg).decode()
+
+
+def observation_frame(obs: Any, request_id: Any) -> str:
+    msg: dict[str, Any] = {"type": "observation", "data": serialize_observation(obs)}
+    if request_id is not None:
+        msg["id"] = request_id
+    return dumps_observation(msg, obs).decode()
 
 
 def error_frame(data: dict[str, Any], request_id: Any = None) -> str:
@@ -340,10 +353,10 @@ class WebSocketHandler:
                 except ValidationError as exc:
                     return invalid_frame(exc, "action", request_id)
                 obs = await manager.step(session, action)
-                return _frame("observation", serialize_observation(obs), request_id)
+                return observation_frame(obs, request_id)
             if kind == "reset":
                 obs = await manager.reset(session, msg.get("data") or {})
-                return _frame("observation", serialize_observation(obs), request_id)
+                return observation_frame(obs, request_id)
             if kind == "state":
                 state = await manager.state(session)
                 return _frame("state", state.model_dump(), request_id)

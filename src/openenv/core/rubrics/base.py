@@ -1,0 +1,532 @@
+"""The `Rubric` base class: a composable, inspectable reward function.
+
+A rubric maps ``(action, observation)`` to a float. Rubrics nest like ``torch.nn.Module``:
+assigning a rubric to an attribute of another registers it as a child, and the tree can then
+be walked (``named_rubrics``), inspected (``last_score``, ``component_scores``), hooked and
+saved (``state_dict``).
+
+Sync and async
+--------------
+``forward`` may be a plain method or an ``async def``. A rubric is *async* when its own
+``forward`` or one of its hooks is a coroutine function, or when any descendant is async
+(see `Rubric.is_async`). Three ways to evaluate one:
+
+* ``rubric(action, obs)``: for a sync tree returns a ``float`` -- always, also when an event
+  loop is running in this thread. For an async tree it returns an awaitable that resolves to
+  the float (``await rubric(action, obs)``).
+* ``rubric.score(action, obs)``: always returns a float. An async tree runs to completion on a
+  fresh event loop (on a short-lived helper thread when this thread already runs a loop), so
+  it blocks; prefer ``ascore`` in async code.
+* ``await rubric.ascore(action, obs)``: always awaitable, for either kind. A sync tree runs
+  inline on the calling loop (rubrics are expected to be quick).
+
+Order of one evaluation
+-----------------------
+1. forward pre-hooks ``hook(rubric, action, observation)``, in registration order;
+2. ``forward`` -- a container evaluates its children *inside* its forward, so each child goes
+   through its own steps 1-4 during step 2 of its parent: a container's pre-hooks fire before
+   any of its children runs, and its post-hooks after all of them;
+3. ``last_score`` is set to the result;
+4. forward hooks ``hook(rubric, action, observation, score)``, in registration order.
+
+Hooks observe; their return values are ignored. In an async tree hooks may be ``async def``
+(an async hook makes its rubric, and therefore every ancestor, async).
+
+When an evaluation starts at the top of a tree, ``last_score`` is cleared on every rubric of
+that tree, so after it ``last_score`` is the score from *this* evaluation, or ``None`` for
+rubrics that were skipped (e.g. after a `Sequential` failed fast). `Rubric.component_scores`
+reports exactly the rubrics that scored.
+
+Errors
+------
+An exception raised by a rubric's forward or hooks propagates as a `RubricError` whose ``path``
+is the dot path of the failing rubric relative to the rubric that was called (``""`` when it
+is that rubric itself) and whose ``cause`` is the original exception. A failing rubric never
+turns into a score of 0.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import itertools
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from openenv.core.utils import run_coroutine_sync
+
+__all__ = ["RemovableHandle", "Rubric", "RubricError"]
+
+PreHook = Callable[["Rubric", Any, Any], Any]
+PostHook = Callable[["Rubric", Any, Any, float], Any]
+
+# Set while a tree evaluation runs, so only the outermost call clears stale scores.
+_IN_EVALUATION: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "openenv_rubric_in_evaluation", default=False
+)
+# Set while `reset_async` runs a rubric's own `reset`, which must then not recurse.
+_SHALLOW_RESET: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "openenv_rubric_shallow_reset", default=False
+)
+_HOOK_IDS = itertools.count()
+
+
+class RubricError(Exception):
+    """A rubric failed while scoring.
+
+    ``path`` is the dot path of the failing rubric relative to the rubric that was called
+    (``""`` for that rubric itself), ``rubric`` the failing rubric object and ``cause`` the
+    original exception (also available as ``__cause__``).
+    """
+
+    def __init__(
+        self,
+        path: str = "",
+        cause: BaseException | None = None,
+        *,
+        rubric: Rubric | None = None,
+        message: str | None = None,
+    ) -> None:
+        super().__init__(path, cause)
+        self.path = path
+        self.cause = cause
+        self.rubric = rubric
+        self.message = message
+
+    def __str__(self) -> str:
+        where = f"rubric {self.path!r}" if self.path else "rubric <root>"
+        if self.rubric is not None:
+            where += f" ({type(self.rubric).__name__})"
+        if self.message:
+            detail = self.message
+        elif self.cause is not None:
+            detail = f"{type(self.cause).__name__}: {self.cause}"
+        else:
+            detail = "unknown error"
+        return f"{where} failed: {detail}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable across processes; the failing rubric object itself is not carried along.
+        state = {**self.__dict__, "rubric": None}
+        return (_restore_error, (type(self), self.args, state))
+
+
+def _restore_error(cls: type[RubricError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    error = Exception.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+class RemovableHandle:
+    """Returned by hook registration; ``remove()`` unregisters the hook (idempotent)."""
+
+    def __init__(self, hooks: dict[int, Callable[..., Any]], key: int) -> None:
+        self._hooks = hooks
+        self._key = key
+
+    def remove(self) -> None:
+        self._hooks.pop(self._key, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+
+def is_async_callable(fn: Any) -> bool:
+    """True for coroutine functions, also behind `functools.partial` or an async ``__call__``."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - looking for an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _discard(awaitable: Any) -> None:
+    close = getattr(awaitable, "close", None)
+    if inspect.iscoroutine(awaitable) and close is not None:
+        close()
+
+
+def _as_score(value: Any) -> float:
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"a rubric must return a number, got {type(value).__name__}")
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"a rubric must return a number, got {type(value).__name__}") from None
+    if not math.isfinite(score):
+        raise ValueError(f"a rubric returned a non-finite score: {score}")
+    return score
+
+
+def _overrides_reset_async(rubric: Rubric) -> bool:
+    return type(rubric).reset_async is not Rubric.reset_async
+
+
+class Rubric(ABC):
+    """Base class of all rubrics. Subclasses implement `forward` (sync or ``async def``).
+
+    Children are registered by assigning a rubric to an attribute (``self.fmt = Fmt()``) or
+    with `add_rubric` (for names that are not identifiers). Subclasses need not call
+    ``super().__init__()`` before assigning children, but should call it anyway.
+    """
+
+    last_score: float | None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Rubric:
+        self = super().__new__(cls)
+        state = self.__dict__
+        state["_rubric_children"] = {}
+        state["_forward_pre_hooks"] = {}
+        state["_forward_hooks"] = {}
+        state["last_score"] = None
+        return self
+
+    def __init__(self) -> None:  # noqa: B027 - nothing to set up; kept for super().__init__()
+        pass
+
+    # -- scoring -------------------------------------------------------------------------
+
+    @abstractmethod
+    def forward(self, action: Any, observation: Any) -> float | Awaitable[float]:
+        """Score one step. May be declared ``async def``."""
+
+    async def forward_async(self, action: Any, observation: Any) -> float:
+        """What an async evaluation runs in place of `forward`.
+
+        The default awaits `forward` (or its result). Containers override it to await their
+        children (concurrently where that is allowed) while `forward` calls them synchronously.
+        """
+        result = self.forward(action, observation)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    @property
+    def is_async(self) -> bool:
+        """True when evaluating this rubric needs awaiting (see the module docstring)."""
+        if self._forward_is_async():
+            return True
+        hooks = self.__dict__["_forward_pre_hooks"], self.__dict__["_forward_hooks"]
+        if any(is_async_callable(h) for group in hooks for h in group.values()):
+            return True
+        return any(child.is_async for child in self.children())
+
+    def _forward_is_async(self) -> bool:
+        """Whether this rubric's own scoring is async (ignoring hooks and children)."""
+        return is_async_callable(self.forward)
+
+    def __call__(self, action: Any, observation: Any) -> Any:
+        """Evaluate: a float for a sync tree, an awaitable of a float for an async tree."""
+        if self.is_async:
+            return self._call_async(action, observation)
+        return self._call_sync(action, observation)
+
+    def score(self, action: Any, observation: Any) -> float:
+        """Evaluate and return a float, running an async tree to completion (blocking)."""
+        if not self.is_async:
+            return self._call_sync(action, observation)
+        return run_coroutine_sync(self._call_async(action, observation))
+
+    async def ascore(self, action: Any, observation: Any) -> float:
+        """Evaluate from async code, whether the tree is sync or async."""
+        if self.is_async:
+            return await self._call_async(action, observation)
+        return self._call_sync(action, observation)
+
+    def _begin_evaluation(self) -> contextvars.Token[bool] | None:
+        if _IN_EVALUATION.get():
+            return None
+        self.last_score = None
+        for rubric in self.rubrics():
+            rubric.last_score = None
+        return _IN_EVALUATION.set(True)
+
+    def _call_sync(self, action: Any, observation: Any) -> float:
+        token = self._begin_evaluation()
+        try:
+            for hook in list(self.__dict__["_forward_pre_hooks"].values()):
+                self._sync_hook_result(hook(self, action, observation))
+            result = self.forward(action, observation)
+            if inspect.isawaitable(result):
+                _discard(result)
+                raise TypeError(
+                    f"{type(self).__name__}.forward returned an awaitable but is not declared "
+                    "`async def`; declare it async so the rubric is evaluated asynchronously"
+                )
+            score = _as_score(result)
+            self.last_score = score
+            for hook in list(self.__dict__["_forward_hooks"].values()):
+                self._sync_hook_result(hook(self, action, observation, score))
+            return score
+        except Exception as exc:
+            error = self._rubric_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
+        finally:
+            if token is not None:
+                _IN_EVALUATION.reset(token)
+
+    async def _call_async(self, action: Any, observation: Any) -> float:
+        token = self._begin_evaluation()
+        try:
+            for hook in list(self.__dict__["_forward_pre_hooks"].values()):
+                result = hook(self, action, observation)
+                if inspect.isawaitable(result):
+                    await result
+            score = _as_score(await self.forward_async(action, observation))
+            self.last_score = score
+            for hook in list(self.__dict__["_forward_hooks"].values()):
+                result = hook(self, action, observation, score)
+                if inspect.isawaitable(result):
+                    await result
+            return score
+        except Exception as exc:
+            error = self._rubric_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
+        finally:
+            if token is not None:
+                _IN_EVALUATION.reset(token)
+
+    @staticmethod
+    def _sync_hook_result(result: Any) -> None:
+        if inspect.isawaitable(result):
+            _discard(result)
+            raise TypeError(
+                "a hook returned an awaitable in a sync evaluation; declare it async def"
+            )
+
+    def _rubric_error(self, exc: Exception) -> RubricError:
+        if isinstance(exc, RubricError):
+            if exc.rubric is None:
+                exc.rubric = self
+            path = self._path_of(exc.rubric)
+            if path is not None:
+                exc.path = path
+            return exc
+        return RubricError("", exc, rubric=self)
+
+    def _path_of(self, target: Rubric) -> str | None:
+        if target is self:
+            return ""
+        for path, rubric in self.named_rubrics():
+            if rubric is target:
+                return path
+        return None
+
+    # -- hooks ---------------------------------------------------------------------------
+
+    def register_forward_pre_hook(self, hook: PreHook) -> RemovableHandle:
+        """Call ``hook(rubric, action, observation)`` before each evaluation of this rubric."""
+        return self._add_hook(self.__dict__["_forward_pre_hooks"], hook)
+
+    def register_forward_hook(self, hook: PostHook) -> RemovableHandle:
+        """Call ``hook(rubric, action, observation, score)`` after ``last_score`` is set."""
+        return self._add_hook(self.__dict__["_forward_hooks"], hook)
+
+    @staticmethod
+    def _add_hook(
+        hooks: dict[int, Callable[..., Any]], hook: Callable[..., Any]
+    ) -> RemovableHandle:
+        if not callable(hook):
+            raise TypeError(f"a hook must be callable, got {type(hook).__name__}")
+        key = next(_HOOK_IDS)
+        hooks[key] = hook
+        return RemovableHandle(hooks, key)
+
+    # -- children ------------------------------------------------------------------------
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        children = self.__dict__["_rubric_children"]
+        if isinstance(value, Rubric):
+            self._check_child(name, value)
+            attribute = inspect.getattr_static(type(self), name, None)
+            if callable(attribute) or hasattr(attribute, "__get__"):
+                raise AttributeError(
+                    f"cannot register a child rubric as {name!r}: it would hide "
+                    f"{type(self).__name__}.{name}; use another name or add_rubric()"
+                )
+            children[name] = value
+            self.__dict__[name] = value
+            return
+        if name in children:
+            del children[name]
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        children = self.__dict__["_rubric_children"]
+        if name in children:
+            del children[name]
+            self.__dict__.pop(name, None)
+            return
+        object.__delattr__(self, name)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: children added under non-identifier names.
+        children = self.__dict__.get("_rubric_children")
+        if children is not None and name in children:
+            return children[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def add_rubric(self, name: str, rubric: Rubric) -> None:
+        """Register ``rubric`` as a child under ``name`` (need not be an identifier)."""
+        if not isinstance(rubric, Rubric):
+            raise TypeError(f"expected a Rubric, got {type(rubric).__name__}")
+        self._check_child(name, rubric)
+        if isinstance(self.__dict__.get(name), Rubric):
+            del self.__dict__[name]
+        self.__dict__["_rubric_children"][name] = rubric
+
+    def _remove_rubric(self, name: str) -> Rubric:
+        rubric = self.__dict__["_rubric_children"].pop(name)
+        if self.__dict__.get(name) is rubric:
+            del self.__dict__[name]
+        return rubric
+
+    def _check_child(self, name: str, rubric: Rubric) -> None:
+        if not isinstance(name, str) or not name or "." in name:
+            raise ValueError(f"invalid child rubric name {name!r}: must be non-empty without '.'")
+        if rubric is self or any(r is self for r in rubric.rubrics()):
+            raise ValueError(
+                f"cannot add {type(rubric).__name__} as {name!r}: it would create a cycle"
+            )
+
+    def named_children(self) -> Iterator[tuple[str, Rubric]]:
+        """Direct children as ``(name, rubric)`` in registration order."""
+        yield from list(self.__dict__["_rubric_children"].items())
+
+    def children(self) -> Iterator[Rubric]:
+        """Direct children in registration order."""
+        for _, child in self.named_children():
+            yield child
+
+    def named_rubrics(self, prefix: str = "") -> Iterator[tuple[str, Rubric]]:
+        """All descendants (depth first, pre-order) with dot paths; each object listed once."""
+        seen: set[int] = set()
+
+        def walk(rubric: Rubric, path: str) -> Iterator[tuple[str, Rubric]]:
+            for name, child in rubric.named_children():
+                if id(child) in seen:
+                    continue
+                seen.add(id(child))
+                child_path = f"{path}.{name}" if path else name
+                yield child_path, child
+                yield from walk(child, child_path)
+
+        yield from walk(self, prefix)
+
+    def rubrics(self) -> Iterator[Rubric]:
+        """All descendants (depth first, pre-order), not including this rubric."""
+        for _, rubric in self.named_rubrics():
+            yield rubric
+
+    def get_rubric(self, path: str) -> Rubric:
+        """The descendant at dot path ``path`` (e.g. ``"checks.format"``); KeyError if absent."""
+        rubric: Rubric = self
+        walked: list[str] = []
+        for part in path.split("."):
+            children = rubric.__dict__["_rubric_children"]
+            if part not in children:
+                where = ".".join(walked) or f"<root> ({type(self).__name__})"
+                available = ", ".join(repr(n) for n in children) or "none"
+                raise KeyError(
+                    f"Rubric path not found: {path!r}: {where} has no child {part!r} "
+                    f"(children: {available})"
+                )
+            rubric = children[part]
+            walked.append(part)
+        return rubric
+
+    def component_scores(self) -> dict[str, float]:
+        """``{dot_path: last_score}`` for every descendant that scored in the last evaluation."""
+        return {
+            path: rubric.last_score
+            for path, rubric in self.named_rubrics()
+            if rubric.last_score is not None
+        }
+
+    # -- episode lifecycle ---------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Clear per-episode state here and in every descendant.
+
+        Override to clear your own state and call ``super().reset()``. Children that define
+        their own `reset_async` have it run to completion.
+        """
+        self.last_score = None
+        if _SHALLOW_RESET.get():
+            return
+        for child in self.children():
+            if _overrides_reset_async(child):
+                run_coroutine_sync(child.reset_async())
+            else:
+                child.reset()
+
+    async def reset_async(self) -> None:
+        """Awaitable `reset`: runs this rubric's `reset` for itself, then awaits each child's.
+
+        Override for asynchronous cleanup and call ``await super().reset_async()``.
+        """
+        token = _SHALLOW_RESET.set(True)
+        try:
+            self.reset()
+        finally:
+            _SHALLOW_RESET.reset(token)
+        for child in self.children():
+            await child.reset_async()
+
+    # -- state ---------------------------------------------------------------------------
+
+    def own_state_dict(self) -> dict[str, Any]:
+        """This rubric's own configuration/state (keys without dots). Default: empty."""
+        return {}
+
+    def load_own_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027
+        """Apply entries of `own_state_dict` (any subset). Default: nothing to load."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Own state plus every descendant's, keyed by dot path (``"judge.prompt_template"``)."""
+        state = dict(self.own_state_dict())
+        for path, rubric in self.named_rubrics():
+            for key, value in rubric.own_state_dict().items():
+                state[f"{path}.{key}"] = value
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Load a `state_dict`. Missing keys keep their values; unknown keys raise KeyError
+        when ``strict`` (and are ignored otherwise)."""
+        expected = self.state_dict()
+        unexpected = [key for key in state if key not in expected]
+        if strict and unexpected:
+            raise KeyError(f"unexpected keys in rubric state dict: {unexpected}")
+        by_path: dict[str, Rubric] = {"": self, **dict(self.named_rubrics())}
+        grouped: dict[str, dict[str, Any]] = {}
+        for key, value in state.items():
+            if key in expected:
+                path, _, name = key.rpartition(".")
+                grouped.setdefault(path, {})[name] = value
+        for path, own in grouped.items():
+            by_path[path].load_own_state_dict(own)
+
+    # -- display -------------------------------------------------------------------------
+
+    def extra_repr(self) -> str:
+        """Extra text shown inside this rubric's repr."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [
+            f"({name}): " + repr(child).replace("\n", "\n  ")
+            for name, child in self.named_children()
+        ]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"

@@ -1,0 +1,44 @@
+"""Environment checkers, like Gymnasium's `check_env`.
+
+```python
+from openenv.testing import check_env, check_server
+
+check_env(MyEnvironment)                       # in-process; raises EnvCheckError on failure
+report = check_server("http://localhost:8000", raise_on_failure=False)
+print(report)                                  # a readable table; report.to_dict() for JSON
+```
+
+`check_env` drives environment instances the way the server does; `check_server` drives a
+running server over HTTP and WebSocket. Both return a `CheckReport` of `CheckResult`s and, with
+`raise_on_failure=True` (the default), raise `EnvCheckError` listing every failed check. Sample
+actions are generated from the action schema unless given (see `openenv.testing.samples`).
+`acheck_env` / `acheck_server` are the same for code already running an event loop.
+"""
+
+from __future__ import annotations
+
+from .env_checker import acheck_env, check_env, declared_types
+from .report import CheckReport, CheckResult, EnvCheckError, Severity
+from .samples import (
+    SampleGenerationError,
+    sample_actions_from_schema,
+    sample_value,
+    tool_call_samples,
+)
+from .server_checker import acheck_server, check_server
+
+__all__ = [
+    "CheckReport",
+    "CheckResult",
+    "EnvCheckError",
+    "SampleGenerationError",
+    "Severity",
+    "acheck_env",
+    "acheck_server",
+    "check_env",
+    "check_server",
+    "declared_types",
+    "sample_actions_from_schema",
+    "sample_value",
+    "tool_call_samples",
+]

@@ -1,0 +1,225 @@
+"""`check_server`: real servers pass; servers of broken environments fail the matching check.
+
+Three uvicorn processes serve everything: the echo env, the counter app, and `multi_app` below,
+which mounts one app per environment of `test_check_env.py` under its own path prefix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fastapi import FastAPI
+
+from openenv.core.env_server import create_app
+from openenv.testing import CheckReport, EnvCheckError, acheck_server, check_server
+from tests.apps.counter import CounterAction
+from tests.support.server import RunningServer, free_port, serve
+from tests.testing.test_check_env import (
+    CountAction,
+    CountObservation,
+    DictStepEnv,
+    GoodEnv,
+    HandleObservation,
+    LooseAction,
+    LooseActionEnv,
+    NondeterministicEnv,
+    SharedStateEnv,
+    UnserializableEnv,
+)
+
+MOUNTED = {
+    "good": create_app(GoodEnv, CountAction, CountObservation, env_name="good"),
+    "nondeterministic": create_app(NondeterministicEnv, CountAction, CountObservation),
+    "shared": create_app(SharedStateEnv, CountAction, CountObservation),
+    "dict_step": create_app(DictStepEnv, CountAction, CountObservation),
+    "loose": create_app(LooseActionEnv, LooseAction, CountObservation),
+    "unserializable": create_app(UnserializableEnv, CountAction, HandleObservation),
+    "single": create_app(GoodEnv, CountAction, CountObservation, max_concurrent_envs=1),
+    "production": create_app(GoodEnv, CountAction, CountObservation, mode="production"),
+}
+
+multi_app = FastAPI()
+
+
+@multi_app.get("/health")
+async def health() -> dict[str, str]:  # for tests.support.server.wait_healthy
+    return {"status": "healthy"}
+
+
+for _name, _app in MOUNTED.items():
+    multi_app.mount(f"/{_name}", _app)
+
+APPS = {
+    "echo": "echo_env.server.app:app",
+    "counter": "apps.counter:app",
+    "multi": "tests.testing.test_check_server:multi_app",
+}
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, RunningServer]]:
+    """All three servers, started in parallel (start-up dominates this module's run time)."""
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(len(APPS)) as pool:
+        futures = {name: pool.submit(stack.enter_context, serve(app)) for name, app in APPS.items()}
+        yield {name: future.result() for name, future in futures.items()}
+
+
+def url_of(servers: dict[str, RunningServer], name: str) -> str:
+    if name in MOUNTED:
+        return f"{servers['multi'].url}/{name}"
+    return servers[name].url
+
+
+def run(url: str, **kwargs) -> CheckReport:
+    return check_server(url, raise_on_failure=False, **kwargs)
+
+
+def failed_names(report: CheckReport) -> set[str]:
+    return {r.name for r in report.failures}
+
+
+# -- servers that pass ----------------------------------------------------------------------------
+
+
+def test_counter_server_passes(servers: dict[str, RunningServer]) -> None:
+    report = check_server(servers["counter"].url)
+    assert report.ok and not report.warnings, report
+    for name in (
+        "health",
+        "metadata",
+        "schema",
+        "openapi_version",
+        "ws_reset",
+        "ws_step",
+        "ws_state",
+        "determinism",
+        "invalid_action_unknown_field",
+        "invalid_action_wrong_type",
+        "invalid_action_missing_field",
+        "http_session",
+        "http_stateless",
+        "observation_schema",
+        "state_schema",
+        "concurrent_sessions",
+        "sessions_released",
+    ):
+        assert report[name].passed and not report[name].skipped, report[name]
+    assert report["mcp_tools"].skipped  # not an MCP environment
+    assert "VALIDATION_ERROR" in report["invalid_action_wrong_type"].detail
+    assert "POST /step 422" in report["invalid_action_wrong_type"].detail
+
+
+def test_echo_server_passes(servers: dict[str, RunningServer]) -> None:
+    report = check_server(servers["echo"].url)
+    assert report.ok and not report.warnings, report
+    mcp = report["mcp_tools"]
+    assert mcp.passed and not mcp.skipped
+    assert "echo_message" in mcp.detail and "echo_with_length" in mcp.detail
+    assert "tool_name" in report["sample_actions"].detail
+    # The reset observation is the echo env's own type; tool results follow the schema.
+    assert "exempt" in report["observation_schema"].detail
+
+
+def test_episode_that_ends_and_explicit_samples(servers: dict[str, RunningServer]) -> None:
+    report = check_server(
+        url_of(servers, "good"), sample_actions=[CountAction(amount=1), {"amount": 2}]
+    )
+    assert report.ok, report
+    assert "2 actions given" in report["sample_actions"].detail
+    after_done = report["step_after_done"]
+    assert after_done.passed and not after_done.skipped
+    assert "EXECUTION_ERROR" in after_done.detail and "call reset()" in after_done.detail
+
+
+def test_invalid_sample_actions_are_reported(servers: dict[str, RunningServer]) -> None:
+    report = run(servers["counter"].url, sample_actions=[CounterAction(amount=1), {"amount": "x"}])
+    result = report["sample_actions"]
+    assert not result.passed
+    assert "#1" in result.detail and "amount" in result.detail
+    assert report["ws_step"].skipped and report["concurrent_sessions"].skipped
+
+
+# -- broken servers -------------------------------------------------------------------------------
+
+
+def test_nondeterministic_server_fails_determinism(servers: dict[str, RunningServer]) -> None:
+    report = run(url_of(servers, "nondeterministic"))
+    assert failed_names(report) == {"determinism"}, report
+    detail = report["determinism"].detail
+    assert detail.startswith("NOT DETERMINISTIC")
+    assert "reset observations differ at count" in detail
+    # /ws and HTTP disagree too (a warning only).
+    assert report["transport_consistency"].status == "warn"
+
+
+def test_shared_state_server_fails_concurrent_sessions(servers: dict[str, RunningServer]) -> None:
+    report = run(url_of(servers, "shared"))
+    assert failed_names(report) == {"concurrent_sessions"}, report
+    detail = report["concurrent_sessions"].detail
+    assert "changed ANOTHER session's state" in detail
+    assert "SUPPORTS_CONCURRENT_SESSIONS" in detail
+
+
+def test_dict_step_server_fails_ws_step(servers: dict[str, RunningServer]) -> None:
+    report = run(url_of(servers, "dict_step"))
+    assert "ws_step" in failed_names(report), report
+    detail = report["ws_step"].detail
+    assert "EXECUTION_ERROR" in detail
+    assert "returned dict, expected an Observation" in detail
+
+
+def test_unserializable_observation_server_fails_ws_step(
+    servers: dict[str, RunningServer],
+) -> None:
+    report = run(url_of(servers, "unserializable"))
+    assert "ws_step" in failed_names(report), report
+    assert "not JSON serializable" in report["ws_step"].detail
+
+
+def test_loose_action_server_fails_invalid_action(servers: dict[str, RunningServer]) -> None:
+    report = run(url_of(servers, "loose"))
+    assert failed_names(report) == {"invalid_action_unknown_field"}, report
+    detail = report["invalid_action_unknown_field"].detail
+    assert "/ws ACCEPTED it" in detail
+    assert "POST /step answered 200, not 422" in detail
+
+
+def test_unreachable_server() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(EnvCheckError) as info:
+        check_server(url, timeout_s=2.0)
+    report = info.value.report
+    assert report.names == ["health"]
+    assert "cannot reach" in report["health"].detail
+    assert "1 server check(s) failed" in str(info.value)
+
+
+async def test_async_form_and_json_output(servers: dict[str, RunningServer]) -> None:
+    report = await acheck_server(servers["counter"].url, steps=3)
+    data = json.loads(report.to_json())
+    assert data["ok"] is True and data["kind"] == "server"
+    assert data["target"] == servers["counter"].url
+    names = [c["name"] for c in data["checks"]]
+    assert names[0] == "health" and "concurrent_sessions" in names
+    assert "3 of 3 steps" in report["ws_step"].detail
+
+
+def test_single_session_server(servers: dict[str, RunningServer]) -> None:
+    report = check_server(url_of(servers, "single"))
+    assert report.ok and not report.warnings, report
+    assert report["http_session"].passed and not report["http_session"].skipped
+    result = report["concurrent_sessions"]
+    assert result.skipped and "max_sessions=1" in result.detail
+
+
+def test_production_mode_server(servers: dict[str, RunningServer]) -> None:
+    report = check_server(url_of(servers, "production"))
+    assert report.ok and not report.warnings, report
+    assert report["ws_step"].passed and report["determinism"].passed
+    assert report["http_session"].skipped and "production mode" in report["http_session"].detail
+    assert report["http_stateless"].skipped
+    assert "no HTTP /step" in report["invalid_action_unknown_field"].detail
