@@ -26,10 +26,11 @@ async def test_unencodable_observation_is_an_environment_error() -> None:
             await ws.send(json.dumps({"type": "state"}))  # the session goes on
             assert json.loads(await ws.recv())["type"] == "state"
         async with httpx.AsyncClient(base_url=server.url) as http:
-            sid = (await http.post("/reset", headers={"X-OpenEnv-Session-Id": "new"}))).json()["session_id"]
-            reply = await http.post("/step", json={"action": STEP}, headers={"X-OpenEnv-Session-Id": sid})
+            opened = await http.post("/reset", headers={"X-OpenEnv-Session-Id": "new"})
+            headers = {"X-OpenEnv-Session-Id": opened.json()["session_id"]}
+            reply = await http.post("/step", json={"action": STEP}, headers=headers)
             assert reply.status_code == 500
             assert reply.json()["detail"]["category"] == "environment"
             # The keep-alive connection survives and the session is still there.
-            state = await http.get("/state", headers={"X-OpenEnv-Session-Id": sid})
+            state = await http.get("/state", headers=headers)
             assert state.status_code == 200
