@@ -51,6 +51,10 @@ def test_author_quick_start_snippet_runs(tmp_path: Path) -> None:
         + "    r = http.post('/step', json={'action': {'guess': 3}}, headers=hdr).json()\n"
         + "    assert r['reward'] == 1.0 and r['done'] is True, r\n"
         + "    assert http.get('/state', headers=hdr).json()['step_count'] == 1\n"
+        + "from openenv.testing import check_env\n"
+        + "samples = [GuessAction(guess=g) for g in range(10)]\n"
+        + "report = check_env(GuessEnvironment, sample_actions=samples)\n"
+        + "assert report.ok and not report.warnings, str(report)\n"
         + "print('ok')\n"
     )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
