@@ -1,0 +1,422 @@
+"""The real OpenAI-compatible and Anthropic clients against a local stand-in server.
+
+The real services are paid and unreachable from the test machines, so each test starts a
+small OpenAI-/Anthropic-compatible HTTP server on a loopback port (tests/rubrics/fake_llm.py)
+and runs the unmodified client code -- httpx, retries, backoff, error mapping -- against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from openenv.core.llm_client import (
+    AnthropicClient,
+    LLMResponse,
+    LLMResponseError,
+    LLMStatusError,
+    LLMTimeoutError,
+    LLMUnavailableError,
+    OpenAIClient,
+    ToolCall,
+    create_llm_client,
+)
+
+from .fake_llm import FakeLLMServer, Reply, anthropic_reply, closed_port, openai_reply
+
+FAST = {"backoff_base_s": 0.001, "backoff_max_s": 0.05}
+
+MCP_TOOL = {
+    "name": "move",
+    "description": "Make a move",
+    "inputSchema": {"type": "object", "properties": {"square": {"type": "string"}}},
+}
+
+
+def openai(server: FakeLLMServer, **kwargs: object) -> OpenAIClient:
+    options = {"model": "judge-model", **FAST, **kwargs}
+    return OpenAIClient(server.url, **options)  # type: ignore[arg-type]
+
+
+# -- OpenAI-compatible: success and request shape -------------------------------------------
+
+
+async def test_complete_success_and_request_body(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(openai_reply("Score: 8/10"))
+    async with openai(llm_server, api_key="sk-test", system_prompt="Be strict.") as client:
+        assert await client.complete("Rate this.", stop=["\n\n"]) == "Score: 8/10"
+    (request,) = llm_server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert request.body == {
+        "model": "judge-model",
+        "messages": [
+            {"role": "system", "content": "Be strict."},
+            {"role": "user", "content": "Rate this."},
+        ],
+        "max_tokens": 256,
+        "temperature": 0.0,
+        "stop": ["\n\n"],
+    }
+
+
+async def test_no_api_key_sends_no_authorization(llm_server: FakeLLMServer) -> None:
+    client = openai(llm_server)
+    await client.complete("hi", temperature=0.5, max_tokens=7)
+    request = llm_server.requests[0]
+    assert "authorization" not in request.headers
+    assert request.body["temperature"] == 0.5 and request.body["max_tokens"] == 7
+    await client.aclose()
+
+
+async def test_reasoning_models_use_max_completion_tokens(llm_server: FakeLLMServer) -> None:
+    client = OpenAIClient(llm_server.url, model="o3-mini", max_tokens=99)
+    await client.complete("hi")
+    body = llm_server.requests[0].body
+    assert body["max_completion_tokens"] == 99
+    assert "max_tokens" not in body and "temperature" not in body
+    await client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "expected"),
+    [
+        (("http://h:8000",), {}, "http://h:8000"),
+        (("http://h:8000/v1/",), {}, "http://h:8000"),
+        (("localhost:8000",), {}, "http://localhost:8000"),
+        (("http://localhost", 8000, "m"), {}, "http://localhost:8000"),  # OpenEnv-style
+        ((), {"endpoint": "localhost", "port": 9}, "http://localhost:9"),
+        ((), {}, "https://api.openai.com"),
+    ],
+)
+def test_base_url_forms(args: tuple, kwargs: dict, expected: str) -> None:
+    options = {"model": "m", **kwargs} if len(args) < 3 else kwargs
+    assert OpenAIClient(*args, **options).base_url == expected
+
+
+def test_constructor_validation() -> None:
+    with pytest.raises(ValueError, match="model"):
+        OpenAIClient("http://h")
+    with pytest.raises(ValueError):
+        OpenAIClient("http://h", model="m", endpoint="http://x")
+    with pytest.raises(ValueError):
+        OpenAIClient(model="m", port=80)
+
+
+async def test_tool_calls_round_trip(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(
+        openai_reply(
+            None,
+            tool_calls=[
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "move", "arguments": '{"square": "e4"}'},
+                }
+            ],
+        )
+    )
+    client = openai(llm_server)
+    messages = [{"role": "user", "content": "Your move."}]
+    response = await client.complete_with_tools(messages, [MCP_TOOL], tool_choice="auto")
+    assert response.content is None
+    assert response.tool_calls == [ToolCall(id="call_1", name="move", args={"square": "e4"})]
+    body = llm_server.requests[0].body
+    assert body["tool_choice"] == "auto"
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "move",
+                "description": "Make a move",
+                "parameters": MCP_TOOL["inputSchema"],
+            },
+        }
+    ]
+    message = response.to_message_dict()
+    assert message["role"] == "assistant"
+    assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"square": "e4"}
+    await client.aclose()
+
+
+async def test_union_tool_schemas_are_flattened(llm_server: FakeLLMServer) -> None:
+    tool = {
+        "name": "act",
+        "inputSchema": {
+            "anyOf": [
+                {"type": "object", "properties": {"a": {}, "id": {}}, "required": ["id", "a"]},
+                {"type": "object", "properties": {"b": {}, "id": {}}, "required": ["id"]},
+            ]
+        },
+    }
+    client = openai(llm_server)
+    await client.complete_with_tools([{"role": "user", "content": "go"}], [tool])
+    parameters = llm_server.requests[0].body["tools"][0]["function"]["parameters"]
+    assert parameters == {
+        "type": "object",
+        "properties": {"a": {}, "id": {}, "b": {}},
+        "required": ["id"],
+    }
+    await client.aclose()
+
+
+def test_to_message_dict_without_tools() -> None:
+    assert LLMResponse(content="hi").to_message_dict() == {"role": "assistant", "content": "hi"}
+
+
+# -- OpenAI-compatible: failures -------------------------------------------------------------
+
+
+async def test_429_then_success_honours_retry_after(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(
+        Reply(429, {"error": {"message": "rate limited"}}, headers={"Retry-After": "0.3"}),
+        openai_reply("Score: 0.9"),
+    )
+    client = openai(llm_server, backoff_max_s=5.0)
+    start = time.perf_counter()
+    assert await client.complete("hi") == "Score: 0.9"
+    assert time.perf_counter() - start >= 0.3  # waited as told, not the 1 ms backoff
+    assert len(llm_server.requests) == 2
+    await client.aclose()
+
+
+async def test_retry_after_ms_header(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(Reply(503, "busy", headers={"retry-after-ms": "200"}), openai_reply("ok"))
+    client = openai(llm_server, backoff_max_s=5.0)
+    start = time.perf_counter()
+    assert await client.complete("hi") == "ok"
+    assert time.perf_counter() - start >= 0.2
+    await client.aclose()
+
+
+async def test_5xx_exhausting_retries_raises_unavailable(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(*[Reply(500, {"error": "internal"}) for _ in range(4)])
+    client = openai(llm_server, max_retries=3)
+    with pytest.raises(LLMUnavailableError) as info:
+        await client.complete("hi")
+    assert info.value.status_code == 500 and info.value.attempts == 4
+    assert "HTTP 500" in str(info.value)
+    assert len(llm_server.requests) == 4
+    await client.aclose()
+
+
+async def test_transient_5xx_recovers(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(Reply(502, "bad gateway"), Reply(500, "oops"), openai_reply("fine"))
+    client = openai(llm_server)
+    assert await client.complete("hi") == "fine"
+    assert len(llm_server.requests) == 3
+    await client.aclose()
+
+
+async def test_client_errors_are_not_retried(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(Reply(401, {"error": {"message": "bad key"}}))
+    client = openai(llm_server)
+    with pytest.raises(LLMStatusError) as info:
+        await client.complete("hi")
+    assert info.value.status_code == 401 and "bad key" in info.value.body
+    assert len(llm_server.requests) == 1
+    await client.aclose()
+
+
+async def test_unreachable_endpoint_raises_unavailable() -> None:
+    client = OpenAIClient(f"http://127.0.0.1:{closed_port()}", model="m", max_retries=2, **FAST)
+    start = time.perf_counter()
+    with pytest.raises(LLMUnavailableError) as info:
+        await client.complete("hi")
+    assert not isinstance(info.value, LLMTimeoutError)
+    assert info.value.attempts == 3 and "cannot reach" in str(info.value)
+    assert time.perf_counter() - start < 2.0
+    await client.aclose()
+
+
+async def test_timeout_raises_timeout_error(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(Reply(200, {}, delay_s=1.0), Reply(200, {}, delay_s=1.0))
+    client = openai(llm_server, timeout_s=0.2, max_retries=1)
+    start = time.perf_counter()
+    with pytest.raises(LLMTimeoutError) as info:
+        await client.complete("hi")
+    assert isinstance(info.value, LLMUnavailableError)
+    assert info.value.attempts == 2
+    assert time.perf_counter() - start < 0.9
+    await client.aclose()
+
+
+async def test_timeout_then_success(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(Reply(200, {}, delay_s=0.5), openai_reply("late but fine"))
+    client = openai(llm_server, timeout_s=0.2)
+    assert await client.complete("hi") == "late but fine"
+    await client.aclose()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(200, "this is not json"),
+        Reply(200, {"object": "chat.completion", "choices": []}),
+        Reply(200, {"choices": [{"index": 0}]}),
+        Reply(200, {"choices": [{"message": {"content": 42}}]}),
+        Reply(200, [1, 2]),
+        Reply(
+            200,
+            {
+                "choices": [
+                    {"message": {"tool_calls": [{"function": {"name": "f", "arguments": "{"}}]}}
+                ]
+            },
+        ),
+    ],
+)
+async def test_malformed_replies_raise_response_error(
+    llm_server: FakeLLMServer, reply: Reply
+) -> None:
+    llm_server.queue(reply)
+    client = openai(llm_server)
+    with pytest.raises(LLMResponseError):
+        await client.complete("hi")
+    assert len(llm_server.requests) == 1  # not retried
+    await client.aclose()
+
+
+async def test_concurrent_requests_share_the_client(llm_server: FakeLLMServer) -> None:
+    llm_server.respond = lambda request: Reply(
+        200, openai_reply(request.body["messages"][-1]["content"]).body, delay_s=0.2
+    )
+    client = openai(llm_server)
+    start = time.perf_counter()
+    answers = await asyncio.gather(*(client.complete(f"q{i}") for i in range(4)))
+    assert answers == ["q0", "q1", "q2", "q3"]
+    assert time.perf_counter() - start < 0.75  # one after the other: >= 0.8 s
+    await client.aclose()
+
+
+def test_client_works_across_event_loops(llm_server: FakeLLMServer) -> None:
+    client = openai(llm_server)
+    assert asyncio.run(client.complete("one")) == "Score: 1/1"
+    assert asyncio.run(client.complete("two")) == "Score: 1/1"  # a fresh loop: a fresh pool
+
+
+# -- Anthropic -----------------------------------------------------------------------------
+
+
+def anthropic(server: FakeLLMServer, **kwargs: object) -> AnthropicClient:
+    options = {"model": "claude-test", "api_key": "ak-test", **FAST, **kwargs}
+    return AnthropicClient(server.url, **options)  # type: ignore[arg-type]
+
+
+async def test_anthropic_complete(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(anthropic_reply([{"type": "text", "text": "Rating: 7/10"}]))
+    client = anthropic(llm_server, system_prompt="You are a judge.", max_tokens=64)
+    assert await client.complete("Rate it.") == "Rating: 7/10"
+    (request,) = llm_server.requests
+    assert request.path == "/v1/messages"
+    assert request.headers["x-api-key"] == "ak-test"
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in request.headers
+    assert request.body == {
+        "model": "claude-test",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Rate it."}]}],
+        "system": "You are a judge.",
+        "temperature": 0.0,
+    }
+    await client.aclose()
+
+
+async def test_anthropic_converts_openai_messages_and_tools(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(
+        anthropic_reply(
+            [
+                {"type": "text", "text": "Moving."},
+                {"type": "tool_use", "id": "tu_2", "name": "move", "input": {"square": "d4"}},
+            ]
+        )
+    )
+    first = LLMResponse(
+        content="Let me move.", tool_calls=[ToolCall("tu_1", "move", {"square": "e4"})]
+    )
+    messages = [
+        {"role": "system", "content": "Play chess."},
+        {"role": "user", "content": "Your move."},
+        first.to_message_dict(),
+        {"role": "tool", "tool_call_id": "tu_1", "content": "ok"},
+        {"role": "user", "content": "Again."},
+    ]
+    client = anthropic(llm_server)
+    response = await client.complete_with_tools(messages, [MCP_TOOL])
+    assert response.content == "Moving."
+    assert response.tool_calls == [ToolCall("tu_2", "move", {"square": "d4"})]
+    body = llm_server.requests[0].body
+    assert body["system"] == "Play chess."
+    assert body["tools"] == [
+        {"name": "move", "description": "Make a move", "input_schema": MCP_TOOL["inputSchema"]}
+    ]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Your move."}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me move."},
+                {"type": "tool_use", "id": "tu_1", "name": "move", "input": {"square": "e4"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "tu_1", "content": "ok"},
+                {"type": "text", "text": "Again."},
+            ],
+        },
+    ]
+    await client.aclose()
+
+
+async def test_anthropic_retries_overloaded_then_succeeds(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(
+        Reply(529, {"type": "error", "error": {"type": "overloaded_error"}}),
+        Reply(429, {"type": "error"}, headers={"retry-after": "0"}),
+        anthropic_reply([{"type": "text", "text": "done"}]),
+    )
+    client = anthropic(llm_server)
+    assert await client.complete("hi") == "done"
+    assert len(llm_server.requests) == 3
+    await client.aclose()
+
+
+async def test_anthropic_failures(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(*[Reply(500, "down") for _ in range(2)])
+    client = anthropic(llm_server, max_retries=1)
+    with pytest.raises(LLMUnavailableError) as info:
+        await client.complete("hi")
+    assert info.value.status_code == 500 and info.value.attempts == 2
+    llm_server.queue(Reply(200, {"type": "message", "content": "oops"}))
+    with pytest.raises(LLMResponseError):
+        await client.complete("hi")
+    llm_server.queue(Reply(400, {"type": "error", "error": {"message": "bad"}}))
+    with pytest.raises(LLMStatusError):
+        await client.complete("hi")
+    await client.aclose()
+    unreachable = AnthropicClient(f"http://127.0.0.1:{closed_port()}", model="m", max_retries=0)
+    with pytest.raises(LLMUnavailableError):
+        await unreachable.complete("hi")
+
+
+# -- factory ---------------------------------------------------------------------------------
+
+
+def test_create_llm_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "anthropic-env")
+    official = create_llm_client("OpenAI", "gpt-4o-mini", max_retries=1)
+    assert isinstance(official, OpenAIClient)
+    assert official.base_url == "https://api.openai.com" and official.api_key == "from-env"
+    assert official.max_tokens == 4096 and official.max_retries == 1
+    local = create_llm_client("openai", "qwen", base_url="http://127.0.0.1:1")
+    assert local.api_key is None  # a key for the official API never goes to another host
+    claude = create_llm_client("anthropic", "claude-x", "explicit")
+    assert isinstance(claude, AnthropicClient) and claude.api_key == "explicit"
+    assert claude.base_url == "https://api.anthropic.com"
+    with pytest.raises(ValueError, match="unknown LLM provider"):
+        create_llm_client("cohere", "m")
