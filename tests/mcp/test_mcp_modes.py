@@ -190,9 +190,8 @@ async def test_simulation_reset_reports_the_mode(simulation_server):
 
 def test_empty_openenv_mode_means_the_default(monkeypatch):
     """An empty OPENENV_MODE is treated like an unset one (as empty numeric settings are)."""
-    from tests.mcp_apps.modes import ModesEnvironment
-
     from openenv.core.env_server import CallToolObservation, create_app
+    from tests.mcp_apps.modes import ModesEnvironment
 
     monkeypatch.setenv("OPENENV_MODE", "")
     app = create_app(ModesEnvironment, CallToolAction, CallToolObservation)

@@ -44,6 +44,13 @@ class EnvironmentExecutionError(ServerError):
     category = "environment"
 
 
+class RewardError(ServerError):
+    """The environment's rubric could not score a step (an LLM judge whose endpoint is down is
+    `category == "infrastructure"`). The episode has no valid reward; never score it as 0."""
+
+    category = "environment"
+
+
 class CapacityReachedError(ServerError):
     """The server had no free session slot within its queue wait."""
 
@@ -89,6 +96,7 @@ _CATEGORY_BY_CODE = {
     "MESSAGE_TOO_LARGE": "client",
     "EXECUTION_ERROR": "environment",
     "FACTORY_ERROR": "environment",
+    "REWARD_ERROR": "environment",
 }
 
 _CLASS_BY_CODE: dict[str, type[ServerError]] = {
@@ -98,6 +106,7 @@ _CLASS_BY_CODE: dict[str, type[ServerError]] = {
     "MESSAGE_TOO_LARGE": InvalidRequestError,
     "EXECUTION_ERROR": EnvironmentExecutionError,
     "FACTORY_ERROR": EnvironmentExecutionError,
+    "REWARD_ERROR": RewardError,
     "CAPACITY_REACHED": CapacityReachedError,
     "SESSION_ERROR": SessionLostError,
     "SESSION_NOT_FOUND": SessionLostError,

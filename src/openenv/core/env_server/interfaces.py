@@ -98,35 +98,26 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
         return self.transform(observation) if self.transform is not None else observation
 
     def _apply_rubric(self, action: ActT, observation: ObsT) -> float:
+        """Score with the rubric now (a sync or async tree). The server then skips its own
+        scoring of this step; without calling this, the server scores every step itself."""
         if self.rubric is None:
             return 0.0
-        result = self.rubric(action, observation)
-        if inspect.isawaitable(result):
-            from openenv.core.utils import run_coroutine_sync
-
-            result = run_coroutine_sync(result)
-        return result
+        self._rubric_scored = True
+        return self.rubric.score(action, observation)
 
     async def _apply_rubric_async(self, action: ActT, observation: ObsT) -> float:
         if self.rubric is None:
             return 0.0
-        result = self.rubric(action, observation)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        self._rubric_scored = True
+        return await self.rubric.ascore(action, observation)
 
     def _reset_rubric(self) -> None:
         if self.rubric is not None:
             self.rubric.reset()
 
     async def _reset_rubric_async(self) -> None:
-        if self.rubric is None:
-            return
-        reset_async = getattr(self.rubric, "reset_async", None)
-        if reset_async is not None:
-            await reset_async()
-        else:
-            self.rubric.reset()
+        if self.rubric is not None:
+            await self.rubric.reset_async()
 
 
 def overrides(env_cls: type, name: str) -> bool:

@@ -30,6 +30,7 @@ from .errors import (
     exception_message,
 )
 from .interfaces import Environment, overrides
+from .rewards import reset_rubric, score_step
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
 
@@ -445,6 +446,7 @@ class SessionManager:
                     obs = await self._run(session, functools.partial(env.reset, **kw))
             except Exception as exc:
                 raise self._execution_error("reset", exc) from exc
+            await reset_rubric(env)
             return self._check_observation(obs, "reset")
 
         return await self.call(session, work)
@@ -465,7 +467,9 @@ class SessionManager:
             except Exception as exc:
                 raise self._execution_error("step", exc) from exc
             session.step_count += 1
-            return self._check_observation(obs, "step")
+            obs = self._check_observation(obs, "step")
+            await score_step(env, action, obs, lambda fn: self._run(session, fn))
+            return obs
 
         return await self.call(session, work)
 

@@ -139,6 +139,7 @@ class WSErrorCode(str, Enum):
     SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
     SESSION_EXPIRED = "SESSION_EXPIRED"
     TIMEOUT = "TIMEOUT"
+    REWARD_ERROR = "REWARD_ERROR"
 
 
 ERROR_CATEGORY: dict[WSErrorCode, ErrorCategory] = {
@@ -148,6 +149,7 @@ ERROR_CATEGORY: dict[WSErrorCode, ErrorCategory] = {
     WSErrorCode.MESSAGE_TOO_LARGE: ErrorCategory.CLIENT,
     WSErrorCode.EXECUTION_ERROR: ErrorCategory.ENVIRONMENT,
     WSErrorCode.FACTORY_ERROR: ErrorCategory.ENVIRONMENT,
+    WSErrorCode.REWARD_ERROR: ErrorCategory.ENVIRONMENT,
     WSErrorCode.CAPACITY_REACHED: ErrorCategory.INFRASTRUCTURE,
     WSErrorCode.SESSION_ERROR: ErrorCategory.INFRASTRUCTURE,
     WSErrorCode.SESSION_NOT_FOUND: ErrorCategory.INFRASTRUCTURE,
