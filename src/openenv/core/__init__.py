@@ -25,6 +25,13 @@ _LAZY = {
     "ConnectionLostError": ".client_errors",
     "RequestTimeoutError": ".client_errors",
     "ToolCallError": ".client_errors",
+    "RewardError": ".client_errors",
+    "LLMClient": ".llm_client",
+    "LLMResponse": ".llm_client",
+    "ToolCall": ".llm_client",
+    "OpenAIClient": ".llm_client",
+    "AnthropicClient": ".llm_client",
+    "create_llm_client": ".llm_client",
     "is_infrastructure_error": ".client_errors",
 }
 
