@@ -1,7 +1,7 @@
 """Everything an environment author needs to build and serve an environment."""
 
 from .config import ServerConfig
-from .errors import ConcurrencyConfigurationError
+from .errors import ConcurrencyConfigurationError, InvalidActionError
 from .http_server import HTTPEnvServer, create_app, create_fastapi_app
 from .interfaces import Environment, Message, ModelTokenizer, Transform
 from .mcp_environment import MCPEnvironment
@@ -51,6 +51,7 @@ __all__ = [
     "HTTPEnvServer",
     "HealthResponse",
     "HealthStatus",
+    "InvalidActionError",
     "ListToolsAction",
     "ListToolsObservation",
     "MCPEnvironment",

@@ -51,9 +51,17 @@ class SessionExpiredError(ServerSideError):
     http_status = 410
 
 
-class InvalidInputError(ServerSideError):
+class InvalidActionError(ServerSideError):
+    """Raise from reset/step when an action (or reset option) is invalid for reasons the
+    Action model cannot express, e.g. outside a simulator's bounds. The client gets
+    VALIDATION_ERROR (category client); `errors` follows pydantic's shape
+    (`[{"loc": [...], "msg": ..., "type": ...}]`) so the offending field is named."""
+
     code = WSErrorCode.VALIDATION_ERROR
     http_status = 422
+
+    def __init__(self, message: str, errors: list[dict] | None = None, **extra: object) -> None:
+        super().__init__(message, errors=errors or [], detail=message, **extra)
 
 
 def error_data(code: WSErrorCode, message: str, **extra: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from .errors import (
     ConcurrencyConfigurationError,
     ExecutionError,
     FactoryError,
+    ServerSideError,
     SessionNotFoundError,
     exception_message,
 )
@@ -494,9 +495,9 @@ class SessionManager:
         return obs
 
     @staticmethod
-    def _execution_error(method: str, exc: Exception) -> ExecutionError:
-        if isinstance(exc, ExecutionError):
-            return exc
+    def _execution_error(method: str, exc: Exception) -> ServerSideError:
+        if isinstance(exc, ServerSideError):
+            return exc  # the environment chose its error (e.g. InvalidActionError)
         logger.warning("Environment %s() raised %s", method, exception_message(exc))
         return ExecutionError(
             str(exc) or type(exc).__name__, method=method, exception=type(exc).__name__
