@@ -1,0 +1,278 @@
+"""Chess against a built-in opponent; the reward comes from `ChessRubric`."""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+from uuid import uuid4
+
+import chess
+import chess.engine
+import chess.pgn
+
+from openenv.core.env_server import Environment
+from openenv.core.env_server.types import EnvironmentMetadata
+
+from ..models import ChessAction, ChessObservation, ChessState
+from ..rubrics import ChessRubric
+
+OPPONENTS = ("random", "greedy", "stockfish")
+STOCKFISH_PATH = "/usr/games/stockfish"
+PIECE_VALUES = {
+    chess.PAWN: 1,
+    chess.KNIGHT: 3,
+    chess.BISHOP: 3,
+    chess.ROOK: 5,
+    chess.QUEEN: 9,
+    chess.KING: 0,
+}
+
+
+def material(board: chess.Board, color: chess.Color) -> int:
+    """Material of `color` minus the other side's."""
+    total = 0
+    for piece in board.piece_map().values():
+        value = PIECE_VALUES[piece.piece_type]
+        total += value if piece.color == color else -value
+    return total
+
+
+def greedy_move(board: chess.Board, rng: random.Random) -> chess.Move:
+    """1-ply: mate if possible, else the move leaving the best material (ties at random)."""
+    me = board.turn
+    best: list[chess.Move] = []
+    best_score = None
+    for move in sorted(board.legal_moves, key=chess.Move.uci):
+        board.push(move)
+        score = 1000 if board.is_checkmate() else material(board, me)
+        board.pop()
+        if best_score is None or score > best_score:
+            best, best_score = [move], score
+        elif score == best_score:
+            best.append(move)
+    return rng.choice(best)
+
+
+class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
+    """The agent plays `agent_color` against `opponent` ("random", "greedy" or "stockfish").
+
+    An illegal move is rejected with the penalty as reward and the game goes on
+    (`illegal_move="penalize"`), or loses the game (`illegal_move="lose"`). Draws by threefold
+    repetition and the fifty-move rule are claimed at once."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    # Not on the event loop: the greedy opponent takes up to a millisecond, Stockfish waits on I/O.
+
+    def __init__(
+        self,
+        opponent: str = "random",
+        illegal_move: str = "penalize",
+        illegal_move_penalty: float = -1.0,
+        max_moves: int | None = None,
+        stockfish_path: str = STOCKFISH_PATH,
+        stockfish_time: float = 0.05,
+    ) -> None:
+        super().__init__(rubric=ChessRubric(illegal_move_penalty))
+        self._defaults = {
+            "opponent": opponent,
+            "illegal_move": illegal_move,
+            "illegal_move_penalty": illegal_move_penalty,
+            "max_moves": max_moves,
+        }
+        self._stockfish_path = stockfish_path
+        self._stockfish_time = stockfish_time
+        self._engine: chess.engine.SimpleEngine | None = None
+        self._rng = random.Random()
+        self._board = chess.Board()
+        self._last_opponent_move: str | None = None
+        self._state = ChessState(
+            episode_id=str(uuid4()), fen=self._board.fen(), start_fen=self._board.fen()
+        )
+
+    # -- the opponent ---------------------------------------------------------------------
+
+    def _stockfish(self) -> chess.engine.SimpleEngine:
+        if self._engine is None:
+            path = self._stockfish_path
+            if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+                raise ValueError(
+                    f"opponent='stockfish' needs the Stockfish binary at {path}, which is not "
+                    "there; install it (e.g. apt-get install stockfish) or use opponent='random' "
+                    "or 'greedy'"
+                )
+            self._engine = chess.engine.SimpleEngine.popen_uci(path)
+        return self._engine
+
+    def _opponent_move(self) -> chess.Move:
+        board = self._board
+        opponent = self._state.opponent
+        if opponent == "greedy":
+            return greedy_move(board, self._rng)
+        if opponent == "stockfish":
+            result = self._stockfish().play(board, chess.engine.Limit(time=self._stockfish_time))
+            assert result.move is not None
+            return result.move
+        return self._rng.choice(sorted(board.legal_moves, key=chess.Move.uci))
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def _agent_color(self) -> chess.Color:
+        return chess.WHITE if self._state.agent_color == "white" else chess.BLACK
+
+    def _check_over(self) -> bool:
+        outcome = self._board.outcome(claim_draw=True)
+        if outcome is None:
+            return False
+        self._state.result = outcome.result()
+        self._state.termination = outcome.termination.name.lower()
+        return True
+
+    def _over(self) -> bool:
+        return self._state.termination is not None
+
+    def _pgn(self) -> str:
+        game = chess.pgn.Game.from_board(self._board)
+        agent, opponent = "agent", f"{self._state.opponent} opponent"
+        white_is_agent = self._state.agent_color == "white"
+        game.headers["Event"] = "openenv chess_env"
+        game.headers["White"] = agent if white_is_agent else opponent
+        game.headers["Black"] = opponent if white_is_agent else agent
+        game.headers["Result"] = self._state.result
+        game.headers.pop("Date", None)
+        game.headers.pop("Site", None)
+        game.headers.pop("Round", None)
+        return str(game)
+
+    def _observe(self, illegal: bool = False, message: str = "") -> ChessObservation:
+        st = self._state
+        st.fen = self._board.fen()
+        over = self._over()
+        return ChessObservation(
+            fen=st.fen,
+            pgn=self._pgn(),
+            legal_moves=[] if over else sorted(m.uci() for m in self._board.legal_moves),
+            last_opponent_move=self._last_opponent_move,
+            agent_color=st.agent_color,
+            result=st.result,
+            termination=st.termination,
+            illegal_move=illegal,
+            message=message,
+            done=over,
+        )
+
+    def _reply(self) -> None:
+        """The opponent moves while it is its turn and the game is on."""
+        while not self._check_over() and self._board.turn != self._agent_color():
+            move = self._opponent_move()
+            self._board.push(move)
+            self._last_opponent_move = move.uci()
+            self._state.moves.append(move.uci())
+
+    # -- the API --------------------------------------------------------------------------
+
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        fen: str | None = None,
+        agent_color: str = "white",
+        opponent: str | None = None,
+        illegal_move: str | None = None,
+        illegal_move_penalty: float | None = None,
+        max_moves: int | None = None,
+        **kwargs: Any,
+    ) -> ChessObservation:
+        d = self._defaults
+        opponent = d["opponent"] if opponent is None else opponent
+        if opponent not in OPPONENTS:
+            raise ValueError(f"unknown opponent {opponent!r}; choose one of {', '.join(OPPONENTS)}")
+        if agent_color not in ("white", "black"):
+            raise ValueError(f"agent_color must be 'white' or 'black', got {agent_color!r}")
+        policy = d["illegal_move"] if illegal_move is None else illegal_move
+        if policy not in ("penalize", "lose"):
+            raise ValueError(f"illegal_move must be 'penalize' or 'lose', got {policy!r}")
+        penalty = (
+            d["illegal_move_penalty"] if illegal_move_penalty is None else illegal_move_penalty
+        )
+        try:
+            board = chess.Board(fen) if fen else chess.Board()
+        except ValueError as exc:
+            raise ValueError(f"invalid FEN {fen!r}: {exc}") from exc
+        if not board.is_valid():
+            raise ValueError(f"the FEN {fen!r} is not a legal position ({board.status()!r})")
+        if opponent == "stockfish":
+            self._stockfish()  # fail now, with a clear message, when it is missing
+        self._rng = random.Random(seed)
+        self._board = board
+        self._last_opponent_move = None
+        self.rubric.illegal.penalty = float(penalty)
+        self._state = ChessState(
+            episode_id=episode_id or str(uuid4()),
+            seed=seed,
+            fen=board.fen(),
+            start_fen=board.fen(),
+            agent_color=agent_color,
+            opponent=opponent,
+            illegal_move_policy=policy,
+            illegal_move_penalty=float(penalty),
+            max_moves=d["max_moves"] if max_moves is None else int(max_moves),
+        )
+        self._reply()
+        return self._observe(message=f"you play {agent_color} against the {opponent} opponent")
+
+    def step(
+        self, action: ChessAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> ChessObservation:
+        st = self._state
+        if self._over():
+            raise ValueError("The game is over: call reset()")
+        st.step_count += 1
+        text = action.move.strip()
+        try:
+            move = chess.Move.from_uci(text.lower())
+        except ValueError:
+            move = None
+        if move is None or move not in self._board.legal_moves:
+            st.illegal_moves += 1
+            why = f"illegal move {text!r}" if move is not None else f"not a UCI move: {text!r}"
+            if st.illegal_move_policy == "lose":
+                st.result = "0-1" if st.agent_color == "white" else "1-0"
+                st.termination = "illegal_move"
+                return self._observe(illegal=True, message=f"{why}: the game is lost")
+            return self._observe(illegal=True, message=f"{why}: rejected, play a legal move")
+        san = self._board.san(move)
+        self._board.push(move)
+        st.moves.append(move.uci())
+        st.agent_moves += 1
+        self._reply()
+        if not self._over() and st.max_moves is not None and st.agent_moves >= st.max_moves:
+            st.termination = "max_moves"
+        message = f"you played {san}"
+        if (
+            self._last_opponent_move
+            and self._board.move_stack[-1].uci() == self._last_opponent_move
+        ):
+            message += f", the opponent replied {self._last_opponent_move}"
+        if self._over():
+            message += f"; game over: {st.result} ({st.termination})"
+        return self._observe(message=message)
+
+    @property
+    def state(self) -> ChessState:
+        return self._state
+
+    def close(self) -> None:
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            try:
+                engine.quit()
+            except Exception:
+                engine.close()
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name="chess_env",
+            description="Chess against a random, greedy or Stockfish opponent; UCI moves.",
+            version="0.1.0",
+        )

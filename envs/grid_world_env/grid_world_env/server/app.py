@@ -1,0 +1,30 @@
+"""ASGI app of the grid world environment: `python -m grid_world_env.server.app --port 8000`."""
+
+from __future__ import annotations
+
+import argparse
+
+from openenv.core.env_server import create_app
+from openenv.core.env_server.runner import run_server
+
+from ..models import GridWorldAction, GridWorldObservation
+from .grid_world_environment import GridWorldEnvironment
+
+app = create_app(
+    GridWorldEnvironment, GridWorldAction, GridWorldObservation, env_name="grid_world_env"
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve the grid world environment.")
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    run_server(
+        "grid_world_env.server.app:app", host=args.host, port=args.port, workers=args.workers
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""ASGI app of the trading environment: `python -m trading_env.server.app --port 8000`."""
+
+from __future__ import annotations
+
+import argparse
+
+from openenv.core.env_server import create_app
+from openenv.core.env_server.runner import run_server
+
+from ..models import TradingAction, TradingObservation, TradingState
+from .trading_environment import TradingEnvironment
+
+app = create_app(
+    TradingEnvironment,
+    TradingAction,
+    TradingObservation,
+    env_name="trading_env",
+    state_cls=TradingState,
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve the trading environment.")
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    run_server("trading_env.server.app:app", host=args.host, port=args.port, workers=args.workers)
+
+
+if __name__ == "__main__":
+    main()
