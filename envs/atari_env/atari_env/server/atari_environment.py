@@ -1,0 +1,247 @@
+"""Atari 2600 games through ale-py's Gymnasium environment (ROMs ship with ale-py >= 0.9)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import zlib
+from typing import Any
+from uuid import uuid4
+
+import numpy as np
+from ale_py import roms
+from ale_py.env import AtariEnv as AleAtariEnv
+
+from openenv.core.env_server import Environment, InvalidActionError
+from openenv.core.env_server.types import EnvironmentMetadata
+
+from ..models import AtariAction, AtariObservation, AtariState
+
+DEFAULT_GAME = "pong"
+OBS_TYPES = ("rgb", "grayscale")
+FRAME_FORMATS = ("base64", "zlib", "list")
+#: 108,000 frames (30 minutes of play) at the default frame skip of 4, as in the literature
+DEFAULT_MAX_EPISODE_STEPS = 27_000
+
+
+def _invalid(field: str, message: str) -> InvalidActionError:
+    return InvalidActionError(
+        message, errors=[{"loc": [field], "msg": message, "type": "value_error"}]
+    )
+
+
+def game_ids() -> list[str]:
+    """The games whose ROMs ship with ale-py, e.g. "pong", "breakout", "space_invaders"."""
+    return sorted(roms.get_all_rom_ids())
+
+
+def downscale_frame(frame: np.ndarray, factor: int) -> np.ndarray:
+    """Average `factor` x `factor` blocks (the edge rows/columns that do not fill a block are
+    dropped); 1 returns the frame as it is."""
+    if factor == 1:
+        return frame
+    h, w = frame.shape[0] // factor, frame.shape[1] // factor
+    cropped = frame[: h * factor, : w * factor].astype(np.float32)
+    blocks = cropped.reshape(h, factor, w, factor, *frame.shape[2:])
+    return np.rint(blocks.mean(axis=(1, 3))).astype(np.uint8)
+
+
+def encode_frame(frame: np.ndarray, frame_format: str) -> dict[str, Any]:
+    """The observation fields of a frame in `frame_format`."""
+    frame = np.ascontiguousarray(frame, dtype=np.uint8)
+    fields: dict[str, Any] = {
+        "frame_format": frame_format,
+        "frame_shape": list(frame.shape),
+        "frame_dtype": str(frame.dtype),
+    }
+    if frame_format == "list":
+        fields["frame"] = frame.tolist()
+    else:
+        raw = frame.tobytes()
+        if frame_format == "zlib":
+            raw = zlib.compress(raw, 6)
+        fields["frame_b64"] = base64.b64encode(raw).decode("ascii")
+    return fields
+
+
+class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
+    """One Atari game per episode (`ATARI_GAME`, default "pong", or `reset(game=...)`).
+
+    Each step repeats the action for `frameskip` frames (with sticky actions: the previous action
+    is repeated instead with `repeat_action_probability` each frame) and returns the summed ALE
+    reward. The episode ends when the game is over (`terminated`) or after `max_episode_steps`
+    steps (`truncated`)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(
+        self,
+        game: str | None = None,
+        obs_type: str = "rgb",
+        frameskip: int = 4,
+        repeat_action_probability: float = 0.25,
+        downscale: int = 1,
+        full_action_space: bool = False,
+        frame_format: str = "base64",
+        max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
+    ) -> None:
+        super().__init__()
+        self._defaults: dict[str, Any] = {
+            "game": game or os.environ.get("ATARI_GAME", "").strip() or DEFAULT_GAME,
+            "obs_type": obs_type,
+            "frameskip": frameskip,
+            "repeat_action_probability": repeat_action_probability,
+            "downscale": downscale,
+            "full_action_space": full_action_space,
+            "frame_format": frame_format,
+            "max_episode_steps": max_episode_steps,
+        }
+        self._ale: AleAtariEnv | None = None
+        self._ale_key: tuple | None = None
+        self._meanings: list[str] = []
+        self._state = AtariState(episode_id=str(uuid4()))
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _make(self, st: AtariState) -> AleAtariEnv:
+        key = (st.game, st.obs_type, st.frameskip, st.repeat_action_probability,
+               st.full_action_space)  # fmt: skip
+        if self._ale is None or self._ale_key != key:
+            self.close()
+            self._ale = AleAtariEnv(
+                game=st.game,
+                obs_type=st.obs_type,
+                frameskip=st.frameskip,
+                repeat_action_probability=st.repeat_action_probability,
+                full_action_space=st.full_action_space,
+            )
+            self._ale_key = key
+            self._meanings = list(self._ale.get_action_meanings())
+        return self._ale
+
+    def _observe(
+        self, frame: np.ndarray, info: dict, reward: float | None, message: str = ""
+    ) -> AtariObservation:
+        st = self._state
+        st.lives = int(info.get("lives", 0))
+        done = st.terminated or st.truncated
+        return AtariObservation(
+            game=st.game,
+            **encode_frame(downscale_frame(frame, st.downscale), st.frame_format),
+            legal_actions=list(range(len(self._meanings))),
+            action_meanings=list(self._meanings),
+            lives=st.lives,
+            terminated=st.terminated,
+            truncated=st.truncated,
+            episode_frame_number=int(info.get("episode_frame_number", 0)),
+            message=message,
+            done=done,
+            reward=reward,
+        )
+
+    # -- the API --------------------------------------------------------------------------
+
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        game: str | None = None,
+        obs_type: str | None = None,
+        frameskip: int | None = None,
+        repeat_action_probability: float | None = None,
+        downscale: int | None = None,
+        full_action_space: bool | None = None,
+        frame_format: str | None = None,
+        max_episode_steps: int | None = None,
+        **kwargs: Any,
+    ) -> AtariObservation:
+        given = {
+            "game": game,
+            "obs_type": obs_type,
+            "frameskip": frameskip,
+            "repeat_action_probability": repeat_action_probability,
+            "downscale": downscale,
+            "full_action_space": full_action_space,
+            "frame_format": frame_format,
+            "max_episode_steps": max_episode_steps,
+        }
+        o = {k: self._defaults[k] if v is None else v for k, v in given.items()}
+        o["game"] = str(o["game"]).strip().lower()
+        if o["game"] not in roms.get_all_rom_ids():
+            raise _invalid("game", f"unknown Atari game {o['game']!r}; e.g. pong, breakout")
+        if o["obs_type"] not in OBS_TYPES:
+            raise _invalid(
+                "obs_type", f"obs_type must be one of {OBS_TYPES}, not {o['obs_type']!r}"
+            )
+        if o["frame_format"] not in FRAME_FORMATS:
+            raise _invalid(
+                "frame_format",
+                f"frame_format must be one of {FRAME_FORMATS}, not {o['frame_format']!r}",
+            )
+        if int(o["frameskip"]) < 1:
+            raise _invalid("frameskip", "frameskip must be at least 1")
+        if not 0.0 <= float(o["repeat_action_probability"]) <= 1.0:
+            raise _invalid(
+                "repeat_action_probability", "repeat_action_probability must be in [0, 1]"
+            )
+        if int(o["downscale"]) < 1:
+            raise _invalid("downscale", "downscale must be a positive integer factor")
+        if o["max_episode_steps"] is not None and int(o["max_episode_steps"]) < 1:
+            raise _invalid("max_episode_steps", "max_episode_steps must be positive")
+        self._state = AtariState(
+            episode_id=episode_id or str(uuid4()),
+            game=o["game"],
+            seed=seed,
+            obs_type=o["obs_type"],
+            frameskip=int(o["frameskip"]),
+            repeat_action_probability=float(o["repeat_action_probability"]),
+            downscale=int(o["downscale"]),
+            full_action_space=bool(o["full_action_space"]),
+            frame_format=o["frame_format"],
+            max_episode_steps=None
+            if o["max_episode_steps"] is None
+            else int(o["max_episode_steps"]),
+        )
+        ale = self._make(self._state)
+        frame, info = ale.reset(seed=seed)
+        return self._observe(frame, info, None, f"{o['game']}: {len(self._meanings)} actions")
+
+    def step(
+        self, action: AtariAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> AtariObservation:
+        st = self._state
+        if self._ale is None or st.terminated or st.truncated:
+            raise ValueError("The episode is over (or was never started): call reset()")
+        n = len(self._meanings)
+        if not 0 <= action.action_id < n:
+            raise _invalid(
+                "action_id",
+                f"action_id {action.action_id} is out of range: {st.game} has actions 0..{n - 1} "
+                f"({', '.join(self._meanings)})",
+            )
+        frame, reward, terminated, _, info = self._ale.step(action.action_id)
+        st.step_count += 1
+        st.episode_return += float(reward)
+        st.terminated = bool(terminated)
+        st.truncated = (
+            not st.terminated
+            and st.max_episode_steps is not None
+            and st.step_count >= st.max_episode_steps
+        )
+        return self._observe(frame, info, float(reward))
+
+    @property
+    def state(self) -> AtariState:
+        return self._state
+
+    def close(self) -> None:
+        if self._ale is not None:
+            ale, self._ale, self._ale_key = self._ale, None, None
+            ale.close()
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        return EnvironmentMetadata(
+            name="atari_env",
+            description="Atari 2600 games from the Arcade Learning Environment (ale-py).",
+            version="0.1.0",
+        )

@@ -1,0 +1,146 @@
+"""Atari over the wire: Pong and Breakout episodes, frame encodings, seeding, invalid actions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from atari_env import AtariAction, AtariEnv, decode_frame
+from atari_env.server.atari_environment import AtariEnvironment, downscale_frame
+from openenv.core.client_errors import InvalidRequestError
+from openenv.testing import check_env
+from tests.support.server import RunningServer, serve
+
+APP = "atari_env.server.app:app"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RunningServer]:
+    with serve(APP) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def breakout_server() -> Iterator[RunningServer]:
+    with serve(APP, env={"ATARI_GAME": "breakout"}) as running:
+        yield running
+
+
+def test_passes_the_environment_checker() -> None:
+    samples = [AtariAction(action_id=a) for a in (0, 1, 2, 3)]
+    report = check_env(AtariEnvironment, sample_actions=samples)
+    assert report.ok, str(report)
+
+
+def test_passes_the_environment_checker_until_game_over() -> None:
+    # Breakout without firing after a life is lost ends quickly only with FIRE; cut it instead.
+    samples = [AtariAction(action_id=1), AtariAction(action_id=2)]
+    report = check_env(
+        lambda: AtariEnvironment("breakout", max_episode_steps=20), sample_actions=samples, steps=30
+    )
+    assert report.ok, str(report)
+    assert "step_after_done" in str(report)
+
+
+def test_downscale_averages_blocks() -> None:
+    frame = np.arange(5 * 4, dtype=np.uint8).reshape(5, 4)
+    small = downscale_frame(frame, 2)
+    assert small.shape == (2, 2) and small[0, 0] == round((0 + 1 + 4 + 5) / 4)
+    rgb = np.zeros((210, 160, 3), dtype=np.uint8)
+    assert downscale_frame(rgb, 2).shape == (105, 80, 3)
+
+
+async def test_pong_frames_decode(server: RunningServer) -> None:
+    async with AtariEnv(base_url=server.url) as env:
+        result = await env.reset(seed=0)
+        obs = result.observation
+        assert obs.game == "pong" and result.reward is None and not result.done
+        assert obs.frame_format == "base64" and obs.frame is None
+        assert obs.action_meanings[:2] == ["NOOP", "FIRE"]
+        assert obs.legal_actions == list(range(len(obs.action_meanings)))
+        frame = decode_frame(obs)
+        assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8 and frame.any()
+        assert np.array_equal(AtariEnv.decode(obs), frame)
+
+        result = await env.reset(seed=0, obs_type="grayscale", frame_format="zlib", downscale=2)
+        small = decode_frame(result.observation)
+        assert small.shape == (105, 80) and result.observation.frame_shape == [105, 80]
+        assert len(result.observation.frame_b64) < 5000  # compressed
+
+        result = await env.reset(seed=0, frame_format="list")
+        listed = decode_frame(result.observation)
+        assert result.observation.frame_b64 is None
+        assert isinstance(result.observation.frame, list) and len(result.observation.frame) == 210
+        assert np.array_equal(listed, frame)
+
+
+async def test_pong_episode_pays_points(server: RunningServer) -> None:
+    async with AtariEnv(base_url=server.url) as env:
+        await env.reset(seed=1, obs_type="grayscale", frame_format="zlib", max_episode_steps=400)
+        rewards = []
+        for i in range(400):
+            result = await env.step(AtariAction(action_id=(0, 2, 3)[i % 3]))
+            rewards.append(result.reward)
+            if result.done:
+                break
+        assert result.done and result.observation.truncated and not result.observation.terminated
+        assert -1.0 in rewards  # the built-in player scores against a jittery paddle
+        assert set(rewards) <= {-1.0, 0.0, 1.0}
+        state = await env.state()
+        assert state.step_count == 400 and state.episode_return == pytest.approx(sum(rewards))
+        with pytest.raises(Exception, match="call reset"):
+            await env.step(AtariAction(action_id=0))
+
+
+async def test_breakout_to_game_over(breakout_server: RunningServer) -> None:
+    async with AtariEnv(base_url=breakout_server.url) as env:
+        result = await env.reset(seed=3, obs_type="grayscale", frame_format="zlib")
+        obs = result.observation
+        assert obs.game == "breakout" and obs.lives == 5
+        assert obs.action_meanings == ["NOOP", "FIRE", "RIGHT", "LEFT"]
+        lives, total, steps = [obs.lives], 0.0, 0
+        while not result.done:
+            result = await env.step(AtariAction(action_id=(1, 2, 3, 3, 2)[steps % 5]))
+            total += result.reward
+            lives.append(result.observation.lives)
+            steps += 1
+            assert steps < 5000
+        assert result.observation.terminated and result.observation.lives == 0
+        assert lives == sorted(lives, reverse=True) and 4 in lives
+        assert decode_frame(result.observation).shape == (210, 160)
+        assert (await env.state()).episode_return == pytest.approx(total)
+
+
+async def test_seeded_resets_are_deterministic(breakout_server: RunningServer) -> None:
+    async def run(seed: int) -> tuple[list[str], list[float]]:
+        result = await env.reset(seed=seed, frame_format="zlib")  # sticky actions on (0.25)
+        frames, rewards = [result.observation.frame_b64], []
+        for i in range(150):
+            result = await env.step(AtariAction(action_id=(1, 2, 3)[i % 3]))
+            frames.append(result.observation.frame_b64)
+            rewards.append(result.reward)
+        return frames, rewards
+
+    async with AtariEnv(base_url=breakout_server.url) as env:
+        first, again = await run(7), await run(7)
+        assert first == again
+        other = await run(8)
+        assert other[0] != first[0]
+
+
+async def test_invalid_actions_and_options(server: RunningServer) -> None:
+    async with AtariEnv(base_url=server.url) as env:
+        await env.reset(seed=0)
+        for bad in (6, -1):
+            with pytest.raises(InvalidRequestError) as info:
+                await env.step(AtariAction(action_id=bad))
+            assert info.value.code == "VALIDATION_ERROR" and "action_id" in info.value.message
+            assert info.value.data["errors"][0]["loc"] == ["action_id"]
+        ok = await env.step(AtariAction(action_id=0))
+        assert not ok.done and (await env.state()).step_count == 1
+        for options in ({"game": "no_such_game"}, {"obs_type": "ram"}, {"frame_format": "png"}):
+            with pytest.raises(InvalidRequestError) as info:
+                await env.reset(**options)
+            assert info.value.data["errors"][0]["loc"] == [next(iter(options))]

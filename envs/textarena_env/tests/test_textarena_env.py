@@ -1,0 +1,103 @@
+"""The TextArena environment in-process (check_env, Wordle rules) and over the wire."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from openenv.core.env_server.errors import InvalidActionError
+from openenv.testing import check_env
+from tests.support.server import RunningServer, serve
+from textarena_env import TextArenaAction, TextArenaEnv
+from textarena_env.server.textarena_environment import TextArenaEnvironment
+from textarena_env.server.wordle import feedback, word_list
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RunningServer]:
+    with serve("textarena_env.server.app:app") as running:
+        yield running
+
+
+def solve(info_history: list[tuple[str, str]]) -> str:
+    """A consistent-candidate Wordle policy: the first word matching every feedback so far."""
+    for word in word_list():
+        if all(feedback(g, word) == p for g, p in info_history):
+            return word
+    raise AssertionError("no candidate left")
+
+
+def test_passes_the_environment_checker() -> None:
+    samples = [TextArenaAction(message=f"[{w}]") for w in ("crane", "about", "water")]
+    report = check_env(TextArenaEnvironment, sample_actions=samples)
+    assert report.ok, str(report)
+
+
+def test_feedback_counts_repeated_letters() -> None:
+    assert feedback("crane", "crane") == "GGGGG"
+    assert feedback("eerie", "there") == "YXYXG"
+    assert feedback("speed", "abide") == "XXYXY"
+
+
+def test_invalid_guesses_are_rejected_without_costing_a_guess() -> None:
+    env = TextArenaEnvironment()
+    env.reset(seed=0)
+    for bad in ("crane", "[cran]", "[qzxvj]"):
+        with pytest.raises(InvalidActionError):
+            env.step(TextArenaAction(message=bad))
+    assert env.state.step_count == 0
+    env.reset(seed=0, strict_words=False)
+    obs = env.step(TextArenaAction(message="[qzxvj]"))
+    assert obs.info["guesses_left"] == 5
+
+
+async def test_plays_wordle_over_the_wire(server: RunningServer) -> None:
+    async with TextArenaEnv(base_url=server.url) as env:
+        result = await env.reset(env_id="Wordle-v0", seed=7)
+        assert "Wordle" in result.observation.prompt
+        assert result.observation.messages[0].role == "user"
+        history: list[tuple[str, str]] = []
+        total = 0.0
+        while not result.done:
+            guess = solve(history)
+            result = await env.step(TextArenaAction(message=f"I guess [{guess}]"))
+            history.append((guess, result.observation.info["feedback"][-1]))
+            total += result.reward or 0.0
+        assert result.observation.info["solved"]
+        assert total == 1.0
+        assert result.observation.rewards == {0: 1.0}
+        assert result.observation.messages[1].role == "assistant"
+        state = await env.state()
+        assert state.backend == "builtin" and state.total_reward == 1.0
+        # same seed, same word
+        again = await env.reset(env_id="Wordle-v0", seed=7)
+        first = await env.step(TextArenaAction(message=f"[{history[-1][0]}]"))
+        assert first.done and first.reward == 1.0 and again.observation.info["guesses_left"] == 6
+
+
+async def test_invalid_guess_is_a_validation_error_over_the_wire(server: RunningServer) -> None:
+    async with TextArenaEnv(base_url=server.url) as env:
+        await env.reset(seed=1)
+        with pytest.raises(Exception) as info:
+            await env.step(TextArenaAction(message="no brackets"))
+        assert "brackets" in str(info.value)
+        ok = await env.step(TextArenaAction(message="[crane]"))
+        assert ok.observation.info["guesses_left"] == 5
+
+
+async def test_plays_a_textarena_game_over_the_wire(server: RunningServer) -> None:
+    async with TextArenaEnv(base_url=server.url) as env:
+        result = await env.reset(env_id="GuessTheNumber-v0", seed=1)
+        assert result.observation.current_player_id == 0
+        low, high = 1, 20
+        while not result.done:
+            guess = (low + high) // 2
+            result = await env.step(TextArenaAction(message=f"[{guess}]"))
+            text = result.observation.prompt.lower().rsplit(f"[{guess}]", 1)[-1]
+            if "higher" in text:
+                low = guess + 1
+            elif "lower" in text:
+                high = guess - 1
+        assert result.observation.rewards.get(0) == 1.0
+        assert (await env.state()).backend == "textarena"

@@ -1,0 +1,243 @@
+"""Serve every environment in envs/ and play a short episode against each with a random or
+heuristic policy over the wire; prints the reward of each step and the episode total.
+
+uv run python examples/play_all.py
+
+Servers start in parallel, each in a subprocess on a free loopback port. An environment whose
+package is not importable is skipped (and said so); the exit code is non-zero when any served
+environment fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+ENVS_DIR = Path(__file__).resolve().parents[1] / "envs"
+MAX_STEPS = 8
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# -- one policy per environment: (client class, reset kwargs, action factory) --------------
+
+
+def play_echo(url: str, rng: random.Random) -> list[float]:
+    from echo_env import CallToolAction, EchoEnv
+
+    rewards = []
+    with EchoEnv(base_url=url).sync() as env:
+        env.reset()
+        for word in ("hello", "openenv"):
+            result = env.step(CallToolAction(tool_name="echo_message", arguments={"message": word}))
+            rewards.append(result.reward or 0.0)
+    return rewards
+
+
+def _episode(client_cls, url: str, act: Callable, reset: dict | None = None) -> list[float]:
+    rewards = []
+    with client_cls(base_url=url).sync() as env:
+        result = env.reset(**(reset or {}))
+        for _ in range(MAX_STEPS):
+            if result.done:
+                break
+            result = env.step(act(result.observation))
+            rewards.append(result.reward or 0.0)
+    return rewards
+
+
+def play_math(url: str, rng: random.Random) -> list[float]:
+    from math_env import MathAction, MathEnv
+
+    def act(obs):
+        a, b = obs.question.removeprefix("What is ").removesuffix("?").split(" + ")
+        return MathAction(answer=str(int(a) + int(b)))
+
+    return _episode(MathEnv, url, act, {"seed": 0})
+
+
+def play_chess(url: str, rng: random.Random) -> list[float]:
+    from chess_env import ChessAction, ChessEnv
+
+    return _episode(
+        ChessEnv, url, lambda obs: ChessAction(move=rng.choice(obs.legal_moves)), {"seed": 0}
+    )
+
+
+def play_grid_world(url: str, rng: random.Random) -> list[float]:
+    from grid_world_env import GridWorldAction, GridWorldEnv
+
+    def act(obs):  # greedy towards the goal
+        down = obs.goal[0] > obs.position[0]
+        return GridWorldAction(direction="DOWN" if down else "RIGHT")
+
+    return _episode(GridWorldEnv, url, act, {"seed": 0})
+
+
+def play_maze(url: str, rng: random.Random) -> list[float]:
+    from maze_env import MazeAction, MazeEnv
+
+    def act(obs):
+        return MazeAction(action=rng.choice(obs.legal_actions or [0, 1, 2, 3]))
+
+    return _episode(MazeEnv, url, act, {"seed": 0})
+
+
+def play_snake(url: str, rng: random.Random) -> list[float]:
+    from snake_env import SnakeAction, SnakeEnv
+
+    return _episode(SnakeEnv, url, lambda obs: SnakeAction(action=rng.randint(0, 2)), {"seed": 0})
+
+
+def play_gymnasium(url: str, rng: random.Random) -> list[float]:
+    from gymnasium_env import GymnasiumAction, GymnasiumEnv
+
+    def act(obs):  # CartPole: push towards the side the pole leans to
+        return GymnasiumAction(action=1 if obs.observation[2] > 0 else 0)
+
+    return _episode(GymnasiumEnv, url, act, {"seed": 0, "env_id": "CartPole-v1"})
+
+
+def play_trading(url: str, rng: random.Random) -> list[float]:
+    from trading_env import TradingAction, TradingEnv
+
+    def act(obs):
+        ticker = rng.choice(obs.tickers)
+        return TradingAction(orders={ticker: rng.choice([-2, 0, 3])})
+
+    return _episode(TradingEnv, url, act, {"seed": 0})
+
+
+def play_textarena(url: str, rng: random.Random) -> list[float]:
+    from textarena_env import TextArenaAction, TextArenaEnv
+    from textarena_env.server.wordle import feedback, word_list
+
+    def act(obs):  # guess a word consistent with all the feedback so far
+        history = list(zip(obs.info.get("guesses", []), obs.info.get("feedback", []), strict=False))
+        for word in word_list():
+            if all(feedback(g, word) == p for g, p in history):
+                return TextArenaAction(message=f"[{word}]")
+        return TextArenaAction(message="[crane]")
+
+    return _episode(TextArenaEnv, url, act, {"seed": 0, "env_id": "Wordle-v0"})
+
+
+def play_openspiel(url: str, rng: random.Random) -> list[float]:
+    from openspiel_env import OpenSpielAction, OpenSpielEnv
+
+    def act(obs):  # blackjack against the dealer, a random legal move
+        return OpenSpielAction(action_id=rng.choice(obs.legal_actions))
+
+    return _episode(OpenSpielEnv, url, act, {"seed": 0, "game": "blackjack"})
+
+
+def play_atari(url: str, rng: random.Random) -> list[float]:
+    from atari_env import AtariAction, AtariEnv
+
+    def act(obs):  # random buttons; a short, truncated episode of Pong
+        return AtariAction(action_id=rng.choice(obs.legal_actions))
+
+    return _episode(AtariEnv, url, act, {"seed": 0, "game": "pong"})
+
+
+#: name -> (package, policy); openspiel/atari are played when their packages exist
+POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
+    "echo": ("echo_env", play_echo),
+    "math": ("math_env", play_math),
+    "chess": ("chess_env", play_chess),
+    "grid_world": ("grid_world_env", play_grid_world),
+    "maze": ("maze_env", play_maze),
+    "snake": ("snake_env", play_snake),
+    "gymnasium": ("gymnasium_env", play_gymnasium),
+    "trading": ("trading_env", play_trading),
+    "textarena": ("textarena_env", play_textarena),
+    "openspiel": ("openspiel_env", play_openspiel),
+    "atari": ("atari_env", play_atari),
+}
+
+
+def discover() -> list[str]:
+    names = [p.name.removesuffix("_env") for p in sorted(ENVS_DIR.glob("*_env")) if p.is_dir()]
+    extra = [n for n in ("openspiel", "atari") if n not in names]
+    return names + extra
+
+
+def start(package: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", f"{package}.server.app", "--host", "127.0.0.1", "--port"]
+    log = tempfile.TemporaryFile("w+")  # not a pipe: a chatty server must never block on it
+    process = subprocess.Popen([*cmd, str(port)], stdout=log, stderr=subprocess.STDOUT, text=True)
+    process.log = log  # type: ignore[attr-defined]
+    return process, f"http://127.0.0.1:{port}"
+
+
+def wait_healthy(process: subprocess.Popen, url: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            process.log.seek(0)  # type: ignore[attr-defined]
+            raise RuntimeError(f"server exited early:\n{process.log.read()}")  # type: ignore[attr-defined]
+        try:
+            if httpx.get(f"{url}/health", timeout=1, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not become healthy")
+
+
+def main() -> int:
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
+    for name in discover():
+        if name not in POLICIES:
+            print(f"SKIP {name}: no policy for it in play_all.py", flush=True)
+            continue
+        package, _ = POLICIES[name]
+        if importlib.util.find_spec(package) is None:
+            print(f"SKIP {name}: package {package} is not importable", flush=True)
+            continue
+        servers[name] = start(package)
+    failed = []
+    deadline = time.monotonic() + 45
+    try:
+        for name, (process, url) in servers.items():
+            try:
+                wait_healthy(process, url, deadline)
+                rewards = POLICIES[name][1](url, random.Random(0))
+            except Exception:
+                print(f"FAIL {name}:\n{traceback.format_exc()}", flush=True)
+                failed.append(name)
+                continue
+            shown = ", ".join(f"{r:g}" for r in rewards)
+            print(f"{name}: rewards per step [{shown}]", flush=True)
+            print(f"EPISODE {name} steps={len(rewards)} total={sum(rewards):g}", flush=True)
+    finally:
+        for process, _ in servers.values():
+            process.terminate()
+        for process, _ in servers.values():
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+        return 1
+    print(f"played {len(servers)} environment(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
