@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -181,6 +182,10 @@ class HTTPEnvServer:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
         """Start the reaper with the app; on shutdown close every session and environment."""
+        # Everything imported so far lives as long as the process: keep it out of the garbage
+        # collector's full passes, which otherwise stall every session under load.
+        gc.collect()
+        gc.freeze()
         self.manager.ensure_reaper()
         try:
             yield

@@ -1,0 +1,110 @@
+"""Variants of our environments, to size the changes suggested in README.md.
+
+They change the environment side only (src/ is untouched) and are started by bench.py when named
+in `--only` (targets `ours-plain-onloop`, `ours-echo-direct`, `ours-echo-shared`):
+
+- `plain_onloop`: the plain environment with `RUNS_ON_EVENT_LOOP = True` (the opt-in of
+  `Environment`), so the server calls its sync methods on the event loop instead of its thread
+  pool. With an older src/ without the flag, `step_async`/`reset_async` overrides do the same.
+- `echo_direct`: the echo environment calling the resolved fastmcp tool directly
+  (`tool._run(arguments)`, tool cached per session) instead of `FastMCP.call_tool`, which runs
+  middleware, auth and visibility checks, telemetry spans and a Context on every call.
+- `echo_shared`: the echo environment with one FastMCP server (its tools are stateless) shared by
+  every session instead of one built per session (idle memory per session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+from uuid import uuid4
+
+from echo_env.server.echo_environment import EchoEnvironment, _build_tools
+from openenv.core.env_server import (
+    CallToolAction,
+    CallToolObservation,
+    Environment,
+    State,
+    create_app,
+)
+from openenv.core.env_server.mcp_environment import (
+    MCP_TOOL_CALL_TIMEOUT,
+    MCPEnvironment,
+    ToolCallFailed,
+    classify_tool_exception,
+)
+from openenv.core.env_server.mcp_types import ToolErrorType
+from plain_env import PlainAction, PlainEnvironment, PlainObservation
+
+MAX_ENVS = int(os.environ.get("MAX_CONCURRENT_ENVS", "16384"))
+
+
+class OnLoopPlainEnvironment(PlainEnvironment):
+    RUNS_ON_EVENT_LOOP = True
+
+
+if not hasattr(Environment, "RUNS_ON_EVENT_LOOP"):  # src/ before the opt-in existed
+
+    class OnLoopPlainEnvironment(PlainEnvironment):  # type: ignore[no-redef]
+        async def reset_async(
+            self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+        ) -> PlainObservation:
+            return self.reset(seed=seed, episode_id=episode_id)
+
+        async def step_async(
+            self, action: PlainAction, timeout_s: float | None = None, **kwargs: Any
+        ) -> PlainObservation:
+            return self.step(action)
+
+
+class DirectEchoEnvironment(EchoEnvironment):
+    def __init__(self) -> None:
+        super().__init__()
+        self._direct: dict[str, Any] = {}
+
+    async def call_tool_raw(
+        self, name: str, arguments: dict[str, Any] | None = None, timeout_s: float | None = None
+    ) -> Any:
+        tool = self._direct.get(name)
+        if tool is None:
+            found = await self.mcp_server.get_tool(name)
+            if found is None:  # unknown tools keep the normal path and its error
+                return await super().call_tool_raw(name, arguments, timeout_s)
+            tool = self._direct[name] = found
+        limit = timeout_s or MCP_TOOL_CALL_TIMEOUT
+        try:
+            async with asyncio.timeout(limit):
+                return await tool._run(arguments or {})
+        except (TimeoutError, asyncio.TimeoutError):
+            raise ToolCallFailed(
+                ToolErrorType.TIMEOUT, f"Tool '{name}' timed out after {limit:g} seconds"
+            ) from None
+        except Exception as exc:
+            raise classify_tool_exception(name, exc) from exc
+
+
+_SHARED_TOOLS = _build_tools()
+
+
+class SharedEchoEnvironment(EchoEnvironment):
+    def __init__(self) -> None:
+        MCPEnvironment.__init__(self, _SHARED_TOOLS)
+        self._state = State(episode_id=str(uuid4()), step_count=0)
+
+
+def _echo_app(env: type) -> Any:
+    return create_app(
+        env, CallToolAction, CallToolObservation, env_name="echo_env", max_concurrent_envs=MAX_ENVS
+    )
+
+
+plain_onloop = create_app(
+    OnLoopPlainEnvironment,
+    PlainAction,
+    PlainObservation,
+    env_name="plain_env",
+    max_concurrent_envs=MAX_ENVS,
+)
+echo_direct = _echo_app(DirectEchoEnvironment)
+echo_shared = _echo_app(SharedEchoEnvironment)
