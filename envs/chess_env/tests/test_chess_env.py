@@ -146,3 +146,31 @@ async def test_stockfish_opponent(server: RunningServer) -> None:
     async with ChessEnv(base_url=server.url) as env:
         result = await env.reset(opponent="stockfish", agent_color="black")
         assert result.observation.last_opponent_move is not None
+
+
+@pytest.mark.parametrize(
+    "fen, color",
+    [
+        (None, "white"),
+        ("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R b KQkq - 2 2", "black"),
+    ],
+)
+def test_pgn_replays_to_the_observed_position(fen, color) -> None:
+    """The PGN is kept move by move; it must still parse back to the exact game."""
+    import io
+    import random
+
+    import chess.pgn
+
+    from chess_env.server.chess_environment import ChessEnvironment
+
+    env = ChessEnvironment()
+    rng = random.Random(1)
+    obs = env.reset(seed=1, fen=fen, agent_color=color)
+    for _ in range(40):
+        if obs.done:
+            break
+        obs = env.step(ChessAction(move=rng.choice(obs.legal_moves)))
+    game = chess.pgn.read_game(io.StringIO(obs.pgn))
+    assert game.end().board().fen() == obs.fen
+    assert len(list(game.mainline_moves())) == len(env.state.moves)

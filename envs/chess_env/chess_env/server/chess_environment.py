@@ -85,6 +85,8 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         self._engine: chess.engine.SimpleEngine | None = None
         self._rng = random.Random()
         self._board = chess.Board()
+        self._san: list[str] = []
+        self._start_number, self._start_white = 1, True
         self._last_opponent_move: str | None = None
         self._state = ChessState(
             episode_id=str(uuid4()), fen=self._board.fen(), start_fen=self._board.fen()
@@ -131,18 +133,33 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
     def _over(self) -> bool:
         return self._state.termination is not None
 
+    def _push(self, move: chess.Move) -> None:
+        self._san.append(self._board.san(move))  # PGN movetext grows by one move, not rebuilt
+        self._board.push(move)
+
     def _pgn(self) -> str:
-        game = chess.pgn.Game.from_board(self._board)
-        agent, opponent = "agent", f"{self._state.opponent} opponent"
-        white_is_agent = self._state.agent_color == "white"
-        game.headers["Event"] = "openenv chess_env"
-        game.headers["White"] = agent if white_is_agent else opponent
-        game.headers["Black"] = opponent if white_is_agent else agent
-        game.headers["Result"] = self._state.result
-        game.headers.pop("Date", None)
-        game.headers.pop("Site", None)
-        game.headers.pop("Round", None)
-        return str(game)
+        st = self._state
+        agent, opponent = "agent", f"{st.opponent} opponent"
+        white_is_agent = st.agent_color == "white"
+        headers = [
+            ("Event", "openenv chess_env"),
+            ("White", agent if white_is_agent else opponent),
+            ("Black", opponent if white_is_agent else agent),
+            ("Result", st.result),
+        ]
+        if st.start_fen != chess.STARTING_FEN:
+            headers += [("SetUp", "1"), ("FEN", st.start_fen)]
+        number, white = self._start_number, self._start_white
+        parts = []
+        for index, san in enumerate(self._san):
+            if white:
+                parts.append(f"{number}. {san}")
+            else:
+                parts.append(f"{number}... {san}" if index == 0 else san)
+                number += 1
+            white = not white
+        parts.append(st.result)
+        return "\n".join(f'[{k} "{v}"]' for k, v in headers) + "\n\n" + " ".join(parts)
 
     def _observe(self, illegal: bool = False, message: str = "") -> ChessObservation:
         st = self._state
@@ -165,7 +182,7 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         """The opponent moves while it is its turn and the game is on."""
         while not self._check_over() and self._board.turn != self._agent_color():
             move = self._opponent_move()
-            self._board.push(move)
+            self._push(move)
             self._last_opponent_move = move.uci()
             self._state.moves.append(move.uci())
 
@@ -205,6 +222,8 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             self._stockfish()  # fail now, with a clear message, when it is missing
         self._rng = random.Random(seed)
         self._board = board
+        self._san = []
+        self._start_number, self._start_white = board.fullmove_number, board.turn
         self._last_opponent_move = None
         self.rubric.illegal.penalty = float(penalty)
         self._state = ChessState(
@@ -241,8 +260,8 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
                 st.termination = "illegal_move"
                 return self._observe(illegal=True, message=f"{why}: the game is lost")
             return self._observe(illegal=True, message=f"{why}: rejected, play a legal move")
-        san = self._board.san(move)
-        self._board.push(move)
+        self._push(move)
+        san = self._san[-1]
         st.moves.append(move.uci())
         st.agent_moves += 1
         self._reply()
