@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import inspect
 import json
 import typing
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from openenv.core.env_server.errors import exception_message as _exc
 from openenv.core.env_server.interfaces import Environment, overrides, state_class_of
 from openenv.core.env_server.serialization import (
     deserialize_action,
@@ -51,11 +51,6 @@ DEFAULT_STEPS = 10
 _ISOLATION_STEPS = 3
 
 EnvSource = Any  # an Environment subclass, a factory returning one, or an instance
-
-
-def _exc(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _is_mcp(env: Any) -> bool:
@@ -337,11 +332,11 @@ class _EnvChecker:
                     "reset",
                     f"reset(seed={self.seed}) returned {type(reset_obs).__name__}{inferred}{note}",
                 )
-        await self._guard("schema_roundtrip", self._check_schemas)
-        await self._guard("state", self._check_state, env_a)
+        await self.report.guard("schema_roundtrip", self._check_schemas)
+        await self.report.guard("state", self._check_state, env_a)
         if self.mcp:
-            await self._guard("mcp_tools", self._check_mcp_tools, env_a)
-        await self._guard("sample_actions", self._make_samples)
+            await self.report.guard("mcp_tools", self._check_mcp_tools, env_a)
+        await self.report.guard("sample_actions", self._make_samples)
 
         if reset_obs is None or not self.actions:
             for name in ("step", "determinism", "step_after_done"):
@@ -351,9 +346,11 @@ class _EnvChecker:
             actions = self.actions[: self.steps]
             run1 = await self._episode(env_a, actions)
             run2 = await self._episode(env_a, actions)
-            await self._guard("step", self._check_steps, run1, len(actions))
-            await self._guard("determinism", self._check_determinism, run1, run2)
-            await self._guard("step_after_done", self._check_step_after_done, env_a, run1, run2)
+            await self.report.guard("step", self._check_steps, run1, len(actions))
+            await self.report.guard("determinism", self._check_determinism, run1, run2)
+            await self.report.guard(
+                "step_after_done", self._check_step_after_done, env_a, run1, run2
+            )
 
         observations: list[Any] = []
         states: list[Any] = []
@@ -362,25 +359,15 @@ class _EnvChecker:
             states = run1.state_objects
         elif reset_obs is not None:
             observations = [reset_obs]
-        await self._guard("observation_roundtrip", self._check_observation_roundtrip, observations)
-        await self._guard("observation_schema", self._check_observation_schema, observations)
-        await self._guard("action_roundtrip", self._check_action_roundtrip)
-        await self._guard("state_roundtrip", self._check_state_roundtrip, states)
-        await self._guard("invalid_action", self._check_invalid_actions)
-        await self._guard("isolation", self._check_isolation, env_a)
-        await self._guard("close", self._check_close)
-
-    async def _guard(self, name: str, work: Any, *args: Any) -> Any:
-        """Run one check; if the checker itself hits an unexpected error, report it as a
-        failure of that check instead of aborting the whole run."""
-        try:
-            result = work(*args)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        except Exception as exc:
-            self.report.failed(name, f"the check could not complete: {_exc(exc)}")
-            return None
+        await self.report.guard(
+            "observation_roundtrip", self._check_observation_roundtrip, observations
+        )
+        await self.report.guard("observation_schema", self._check_observation_schema, observations)
+        await self.report.guard("action_roundtrip", self._check_action_roundtrip)
+        await self.report.guard("state_roundtrip", self._check_state_roundtrip, states)
+        await self.report.guard("invalid_action", self._check_invalid_actions)
+        await self.report.guard("isolation", self._check_isolation, env_a)
+        await self.report.guard("close", self._check_close)
 
     # -- individual checks ----------------------------------------------------------------------
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from openenv.core.env_server.errors import exception_message
 
 Severity = Literal["error", "warning"]
 
@@ -81,6 +84,18 @@ class CheckReport:
 
     def failed(self, name: str, detail: str, severity: Severity = "error") -> CheckResult:
         return self.add(name, False, detail, severity)
+
+    async def guard(self, name: str, work: Any, *args: Any) -> Any:
+        """Run one check; if the checker itself hits an unexpected error, report it as a
+        failure of that check instead of aborting the whole run."""
+        try:
+            result = work(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except Exception as exc:
+            self.failed(name, f"the check could not complete: {exception_message(exc)}")
+            return None
 
     def skipped(self, name: str, reason: str, severity: Severity = "error") -> CheckResult:
         return self.add(name, True, f"skipped: {reason}", severity, skipped=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,15 +189,15 @@ class _ServerChecker:
         report = self.report
         if not await self._check_health():
             return
-        await self._guard("metadata", self._check_metadata)
-        await self._guard("schema", self._check_schema)
-        await self._guard("openapi_version", self._check_openapi)
+        await self.report.guard("metadata", self._check_metadata)
+        await self.report.guard("schema", self._check_schema)
+        await self.report.guard("openapi_version", self._check_openapi)
         with contextlib.suppress(Exception):
             status, body = await self._get_json("/capacity")
             if status == 200 and isinstance(body, dict):
                 self.capacity = body
-        await self._guard("mcp_tools", self._discover_mcp)
-        await self._guard("sample_actions", self._make_samples)
+        await self.report.guard("mcp_tools", self._discover_mcp)
+        await self.report.guard("sample_actions", self._make_samples)
 
         client = self._client()
         run1 = await self._episode(client, "ws")
@@ -207,34 +206,22 @@ class _ServerChecker:
         self._check_ws_state(run1)
         if run1.reset_error is None and self.actions:
             run2 = await self._episode(client, "ws (again)")
-            await self._guard("determinism", self._check_determinism, run1, run2)
-            await self._guard("step_after_done", self._check_step_after_done, client, run2)
+            await self.report.guard("determinism", self._check_determinism, run1, run2)
+            await self.report.guard("step_after_done", self._check_step_after_done, client, run2)
         else:
             report.skipped("determinism", "the WebSocket episode could not run")
             report.skipped("step_after_done", "the WebSocket episode could not run")
-        await self._guard("invalid_action", self._check_invalid_actions, client)
-        await self._guard("mcp_tools", self._check_mcp_ws, client)
+        await self.report.guard("invalid_action", self._check_invalid_actions, client)
+        await self.report.guard("mcp_tools", self._check_mcp_ws, client)
         with contextlib.suppress(Exception):
             await client.close()
 
-        await self._guard("http_session", self._check_http_session, run1)
-        await self._guard("http_stateless", self._check_http_stateless)
-        await self._guard("observation_schema", self._check_observation_schema)
-        await self._guard("state_schema", self._check_state_schema)
-        await self._guard("concurrent_sessions", self._check_concurrency)
-        await self._guard("sessions_released", self._check_sessions_released)
-
-    async def _guard(self, name: str, work: Any, *args: Any) -> Any:
-        """Run one check; if the checker itself hits an unexpected error, report it as a
-        failure of that check instead of aborting the whole run."""
-        try:
-            result = work(*args)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        except Exception as exc:
-            self.report.failed(name, f"the check could not complete: {_exc(exc)}")
-            return None
+        await self.report.guard("http_session", self._check_http_session, run1)
+        await self.report.guard("http_stateless", self._check_http_stateless)
+        await self.report.guard("observation_schema", self._check_observation_schema)
+        await self.report.guard("state_schema", self._check_state_schema)
+        await self.report.guard("concurrent_sessions", self._check_concurrency)
+        await self.report.guard("sessions_released", self._check_sessions_released)
 
     async def _check_health(self) -> bool:
         try:
