@@ -390,6 +390,15 @@ def create_fastapi_app(
     return app
 
 
+_WEB_UI_OPTIONS = (
+    "gradio_builder",
+    "custom_tab_name",
+    "custom_tab_primary",
+    "show_default_tab",
+    "title_override",
+)
+
+
 def create_app(
     env: EnvFactory,
     action_cls: type[Action],
@@ -403,10 +412,8 @@ def create_app(
     **options: Any,
 ) -> FastAPI:
     """Build the FastAPI app for an environment factory (OpenEnv's signature)."""
-    for gradio_only in ("gradio_builder", "custom_tab_name", "custom_tab_primary"):
-        options.pop(gradio_only, None)
-    for gradio_only in ("show_default_tab", "title_override"):
-        options.pop(gradio_only, None)
+    for web_ui_only in _WEB_UI_OPTIONS:  # OpenEnv's Gradio options; this server has no web UI yet
+        options.pop(web_ui_only, None)
     return create_fastapi_app(
         env,
         action_cls,
