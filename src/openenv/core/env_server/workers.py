@@ -1,10 +1,12 @@
 """Multi-process serving where every session stays on the process that holds it.
 
-The supervisor binds the public socket once and starts N worker processes that accept on it.
-Each worker also listens on its own Unix socket and prefixes the session ids it issues with its
-name (`w3.`). A request that names another worker's session (HTTP session header, `session_id`
-query, `Mcp-Session-Id`, or `params.session_id` in an `/mcp` body) arrives on whichever worker
-the kernel picked; that worker forwards it over the owner's Unix socket, WebSockets included.
+On Linux every worker binds its own listening socket to the port with SO_REUSEPORT, so the
+kernel spreads new connections evenly over the workers (a shared socket lets whichever process
+wins the accept race take them all). Elsewhere the workers accept on one inherited socket. Each
+worker also listens on its own Unix socket and prefixes the session ids it issues with its name
+(`w3.`). A request that names another worker's session (HTTP session header, `session_id` query,
+`Mcp-Session-Id`, or `params.session_id` in an `/mcp` body) arrives on whichever worker the
+kernel picked; that worker forwards it over the owner's Unix socket, WebSockets included.
 """
 
 from __future__ import annotations
@@ -197,13 +199,35 @@ async def _send_simple(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _reuse_port_supported() -> bool:
+    # Only Linux balances connections over SO_REUSEPORT listeners; BSDs hand them to one socket.
+    return hasattr(socket, "SO_REUSEPORT") and os.uname().sysname == "Linux"
+
+
+def _listening_socket(host: str, port: int, *, reuse_port: bool, listen: bool) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    if listen:
+        sock.listen(2048)
+    return sock
+
+
 def _worker_main(
-    app: str, index: int, directory: str, sock: socket.socket, options: dict[str, Any]
+    app: str,
+    index: int,
+    directory: str,
+    public: socket.socket | tuple[str, int],
+    options: dict[str, Any],
 ) -> None:
     os.environ[WORKER_ID_ENV] = f"w{index}"
     os.environ[WORKER_DIR_ENV] = directory
     import uvicorn
 
+    if isinstance(public, tuple):
+        public = _listening_socket(*public, reuse_port=True, listen=True)
     path = os.path.join(directory, f"w{index}.sock")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -212,20 +236,34 @@ def _worker_main(
     unix.listen(2048)
     config = uvicorn.Config(app, **options)
     server = uvicorn.Server(config)
-    server.run(sockets=[sock, unix])
+    server.run(sockets=[public, unix])
 
 
 def serve_workers(app: str, host: str, port: int, workers: int, options: dict[str, Any]) -> None:
     """Run `workers` processes of `app` on one port, sessions pinned to their process."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
+    reuse_port = _reuse_port_supported()
+    # A plain bind first: it fails if anything holds the port, even another server that also
+    # uses SO_REUSEPORT, which the kernel would otherwise let us share silently.
+    try:
+        sock = _listening_socket(host, port, reuse_port=False, listen=not reuse_port)
+    except OSError as exc:
+        raise SystemExit(
+            f"error: cannot bind {host}:{port}: {exc.strerror}. "
+            "Stop the process holding the port or choose another --port."
+        ) from None
+    if reuse_port:
+        # The supervisor's socket only holds the port; it never listens, so gets no connections.
+        port = sock.getsockname()[1]
+        sock.close()
+        sock = _listening_socket(host, port, reuse_port=True, listen=False)
     sock.set_inheritable(True)
+    public: socket.socket | tuple[str, int] = (host, port) if reuse_port else sock
     directory = tempfile.mkdtemp(prefix="openenv-workers-")
     context = multiprocessing.get_context("spawn")
     processes = [
-        context.Process(target=_worker_main, args=(app, i, directory, sock, options), daemon=False)
+        context.Process(
+            target=_worker_main, args=(app, i, directory, public, options), daemon=False
+        )
         for i in range(workers)
     ]
     for process in processes:
