@@ -21,10 +21,12 @@ def test_version() -> None:
     assert out.stdout.startswith("openenv ")
 
 
-def test_serve_rejects_a_path_that_is_not_an_import_string() -> None:
-    out = subprocess.run([OPENENV, "serve", "echo_env"], capture_output=True, text=True, timeout=30)
+def test_serve_rejects_what_it_cannot_find() -> None:
+    out = subprocess.run(
+        [OPENENV, "serve", "no_such_env_anywhere"], capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 2
-    assert "import string" in out.stderr
+    assert "neither an environment folder nor an installed package" in out.stderr
 
 
 def test_serve_runs_an_environment() -> None:

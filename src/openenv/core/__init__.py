@@ -1,12 +1,13 @@
-"""openenv core: the server base (`env_server`) and the clients."""
+"""openenv core: the server base (`env_server`) and the clients.
+
+Every name is imported on first use, so that light users (the CLI, the manifest reader) do
+not pay for the server stack.
+"""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
-
-from .env_server import *  # noqa: F403
-from .env_server import __all__ as _server_all
 
 _LAZY = {
     "EnvClient": ".env_client",
@@ -35,13 +36,20 @@ _LAZY = {
     "is_infrastructure_error": ".client_errors",
 }
 
-__all__ = [*_server_all, *_LAZY]
+
+def _server() -> Any:
+    return importlib.import_module(".env_server", __name__)
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__all__":
+        return [*_server().__all__, *_LAZY]
     module = _LAZY.get(name)
-    if module is None:
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+    elif name in _server().__all__:
+        value = getattr(_server(), name)
+    else:
         raise AttributeError(f"module 'openenv.core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value

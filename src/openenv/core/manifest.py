@@ -1,0 +1,159 @@
+"""An environment project on disk: its `openenv.yaml` manifest and its `pyproject.toml`.
+
+The CLI (serve, validate, build, push) and discovery all need the same facts about an
+environment folder; this module reads them once, with errors that say which file is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+MANIFEST_NAME = "openenv.yaml"
+DEFAULT_PORT = 8000
+
+
+class ManifestError(ValueError):
+    """An environment folder or its manifest is missing or malformed."""
+
+
+class EnvManifest(BaseModel):
+    """The keys of `openenv.yaml`; unknown keys are kept, as OpenEnv tools add their own."""
+
+    model_config = ConfigDict(extra="allow")
+
+    spec_version: int = 1
+    name: str
+    type: str = "space"
+    runtime: str = "fastapi"
+    app: str = Field(description="Import string of the ASGI app, 'package.server.app:app'.")
+    port: int = DEFAULT_PORT
+    version: Optional[str] = None
+    description: Optional[str] = None
+    client: Optional[str] = Field(None, description="'module:Class' of the typed client.")
+    action: Optional[str] = Field(None, description="'module:Class' (or class name) of the action.")
+    observation: Optional[str] = None
+    variables: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def env_key(self) -> str:
+        """The short name users type: 'echo' for 'echo_env'."""
+        return self.name[: -len("_env")] if self.name.endswith("_env") else self.name
+
+
+def parse_manifest(text: str, source: str = MANIFEST_NAME) -> EnvManifest:
+    """Parse manifest text; `source` names the file in error messages."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{source} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{source} must be a mapping of keys, got {type(data).__name__}")
+    if "variables" in data and data["variables"] is not None:
+        if not isinstance(data["variables"], dict):
+            raise ManifestError(f"{source}: 'variables' must be a mapping of NAME: value")
+        data["variables"] = {str(k): str(v) for k, v in data["variables"].items()}
+    try:
+        return EnvManifest.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ManifestError(f"{source}: {problems}") from None
+
+
+def load_manifest(path: Path) -> EnvManifest:
+    """Read `openenv.yaml` from a file or from the folder that holds it."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / MANIFEST_NAME
+    if not path.is_file():
+        raise ManifestError(f"no {MANIFEST_NAME} in {path.parent}: is this an environment folder?")
+    return parse_manifest(path.read_text(encoding="utf-8"), str(path))
+
+
+_DIST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class EnvProject:
+    """An environment folder: `openenv.yaml`, `pyproject.toml` and the Python package."""
+
+    root: Path
+    manifest: EnvManifest
+    pyproject: dict[str, Any] = field(repr=False)
+
+    @property
+    def dist_name(self) -> str:
+        """Distribution name from `pyproject.toml` ('openenv-echo')."""
+        return str(self.pyproject.get("project", {}).get("name", ""))
+
+    @property
+    def version(self) -> str:
+        return str(self.pyproject.get("project", {}).get("version", "0.0.0"))
+
+    @property
+    def package(self) -> str:
+        """Top-level import package of the app ('echo_env')."""
+        return self.manifest.app.split(":", 1)[0].split(".", 1)[0]
+
+    @property
+    def package_dir(self) -> Path:
+        return self.root / self.package
+
+    @property
+    def scripts(self) -> dict[str, str]:
+        return dict(self.pyproject.get("project", {}).get("scripts", {}) or {})
+
+    @property
+    def dependencies(self) -> list[str]:
+        return list(self.pyproject.get("project", {}).get("dependencies", []) or [])
+
+    @property
+    def dockerfile(self) -> Optional[Path]:
+        """`Dockerfile` at the root, else `server/Dockerfile` (OpenEnv's layout)."""
+        for candidate in (self.root / "Dockerfile", self.root / "server" / "Dockerfile"):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    @property
+    def image_name(self) -> str:
+        """Default image tag: 'openenv-echo' for 'echo_env'."""
+        return "openenv-" + self.manifest.env_key.replace("_", "-")
+
+
+def load_project(path: Path) -> EnvProject:
+    """Read an environment folder; raises `ManifestError` saying what is missing."""
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise ManifestError(f"{root} is not a folder")
+    manifest = load_manifest(root)
+    pyproject_path = root / "pyproject.toml"
+    if not pyproject_path.is_file():
+        raise ManifestError(f"no pyproject.toml in {root}: an environment must be a package")
+    try:
+        pyproject = tomllib.loads(pyproject_path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"{pyproject_path} is not valid TOML: {exc}") from None
+    name = pyproject.get("project", {}).get("name")
+    if not isinstance(name, str) or not _DIST_NAME.match(name):
+        raise ManifestError(f"{pyproject_path}: [project] name is missing or invalid")
+    if ":" not in manifest.app:
+        raise ManifestError(
+            f"{root / MANIFEST_NAME}: app must be an import string 'module:attribute', "
+            f"got {manifest.app!r}"
+        )
+    return EnvProject(root=root, manifest=manifest, pyproject=pyproject)
