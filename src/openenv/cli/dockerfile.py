@@ -1,0 +1,74 @@
+"""The Dockerfile of an environment image, written by `openenv init` and used by `openenv build`.
+
+Design: a builder stage makes one virtual environment from wheels that `openenv build` prepared
+on the host (no package index is reachable while building), and the final stage copies just
+that venv, so the image holds one copy of it. The server runs as PID 1 in exec form (stop
+signals reach uvicorn, which shuts sessions down cleanly), as a non-root user, with a
+HEALTHCHECK on `/health` that needs nothing but Python.
+"""
+
+from __future__ import annotations
+
+DEFAULT_BASE_IMAGE = "openenv-base:latest"
+CONTAINER_PORT = 8000
+
+_TEMPLATE = """\
+# Built with `openenv build`, which puts the wheels of this environment, of openenv and of
+# every dependency in ./wheels, so nothing is downloaded while the image builds. The default
+# base image is made locally by `openenv build --base` (a Debian root file system with Python).
+ARG BASE_IMAGE={base_image}
+
+FROM ${{BASE_IMAGE}} AS builder
+# 1: install from ./wheels only. A builder that can reach a package index may set 0.
+ARG PIP_NO_INDEX=1
+COPY wheels /tmp/wheels
+RUN python3 -m venv /app/.venv \\
+    && /app/.venv/bin/pip install --no-cache-dir --disable-pip-version-check \\
+        --find-links /tmp/wheels {dist_name}
+
+FROM ${{BASE_IMAGE}}
+RUN id -u openenv >/dev/null 2>&1 || useradd --create-home --uid 10001 openenv
+COPY --from=builder /app/.venv /app/.venv
+ENV PATH=/app/.venv/bin:$PATH \\
+    PYTHONUNBUFFERED=1 \\
+    PYTHONDONTWRITEBYTECODE=1
+USER openenv
+WORKDIR /home/openenv
+EXPOSE {port}
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \\
+    CMD ["python", "-c", "{healthcheck}"]
+# Exec form: the server is PID 1 and gets SIGTERM itself.
+CMD ["python", "-m", "{package}.server.app", "--host", "0.0.0.0", "--port", "{port}"]
+"""
+
+DOCKERIGNORE = """\
+.venv
+**/__pycache__
+**/*.pyc
+.git
+.pytest_cache
+.ruff_cache
+build
+dist
+"""
+
+
+def render_dockerfile(
+    dist_name: str,
+    package: str,
+    *,
+    port: int = CONTAINER_PORT,
+    base_image: str = DEFAULT_BASE_IMAGE,
+) -> str:
+    """The Dockerfile text for distribution `dist_name` whose app is `package.server.app`."""
+    healthcheck = (
+        "import urllib.request; "
+        f"urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=2)"
+    )
+    return _TEMPLATE.format(
+        dist_name=dist_name,
+        package=package,
+        port=port,
+        base_image=base_image,
+        healthcheck=healthcheck,
+    )

@@ -1,0 +1,106 @@
+"""Wheels prepared on the host for an environment image.
+
+Images are built where no package index can be reached from inside the build, so the host
+collects every wheel the image needs. `openenv` itself always comes from the running source
+tree: the published package on PyPI with the same name is a different project.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import openenv
+from openenv.core.manifest import EnvProject
+
+from ._output import console
+
+
+class WheelError(RuntimeError):
+    """A wheel could not be built or downloaded; the message says which and why."""
+
+
+def openenv_source_root() -> Path:
+    """The source checkout that the running `openenv` comes from."""
+    package = Path(openenv.__file__).resolve().parent
+    for candidate in (package.parent.parent, package.parent):
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file() and 'name = "openenv"' in pyproject.read_text(encoding="utf-8"):
+            return candidate
+    raise WheelError(
+        f"openenv is installed from {package}, not from a source checkout, so its wheel "
+        "cannot be rebuilt. Install openenv from its repository (`pip install -e .` or "
+        "`uv sync`) and run this again."
+    )
+
+
+def _pip() -> list[str]:
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    for name in ("pip3", "pip"):
+        found = shutil.which(name)
+        if found:
+            return [found]
+    raise WheelError("pip is needed to collect wheels; install it (`python -m ensurepip`).")
+
+
+def _run(command: list[str], what: str) -> None:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+        raise WheelError(f"{what} failed ({' '.join(command[:4])} ...):\n{tail}")
+
+
+def build_wheel(source: Path, dest: Path) -> Path:
+    """Build one wheel of the project at `source` (no dependencies) into `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="openenv-wheel-") as out:
+        uv = shutil.which("uv")
+        if uv:
+            command = [uv, "build", "--wheel", "--quiet", "--out-dir", out, str(source)]
+        else:
+            command = [*_pip(), "wheel", "--no-deps", "--quiet", "--wheel-dir", out, str(source)]
+        _run(command, f"building the wheel of {source}")
+        built = sorted(Path(out).glob("*.whl"))
+        if len(built) != 1:
+            raise WheelError(f"expected one wheel from {source}, got {[p.name for p in built]}")
+        target = dest / built[0].name
+        shutil.move(str(built[0]), target)
+    return target
+
+
+def build_project_wheels(project: EnvProject, dest: Path) -> list[Path]:
+    """Wheels of this checkout's `openenv` and of the environment itself, no third-party ones."""
+    return [build_wheel(openenv_source_root(), dest), build_wheel(project.root, dest)]
+
+
+def collect_wheels(
+    project: EnvProject, dest: Path, *, python_version: Optional[str] = None
+) -> list[Path]:
+    """Every wheel the environment needs, its dependencies included, in `dest`.
+
+    `python_version` ("3.11") is the image's Python; dependencies are built for the host's
+    interpreter when it matches, and otherwise downloaded as binary wheels for that version.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    with console.status(f"Building the wheels of openenv and {project.dist_name}"):
+        local = build_project_wheels(project, dest)
+    host = f"{sys.version_info.major}.{sys.version_info.minor}"
+    # Naming the local wheel files makes pip take them for `openenv` and the environment,
+    # never the published `openenv` from the index.
+    requirements = [str(path) for path in local]
+    with console.status(f"Collecting the dependencies of {project.dist_name} for Python {host}"):
+        if python_version in (None, host):
+            command = [*_pip(), "wheel", "--quiet", "--disable-pip-version-check"]
+            command += ["--wheel-dir", str(dest), "--find-links", str(dest), *requirements]
+        else:
+            command = [*_pip(), "download", "--quiet", "--disable-pip-version-check"]
+            command += ["--only-binary", ":all:", "--python-version", python_version]
+            command += ["--dest", str(dest), "--find-links", str(dest), *requirements]
+        _run(command, f"collecting the dependencies of {project.dist_name}")
+    return sorted(dest.glob("*.whl"))
