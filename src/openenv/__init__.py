@@ -11,6 +11,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - running from a sour
     __version__ = "0.0.0"
 
 _LAZY = {"GenericEnvClient", "GenericAction", "SyncEnvClient", "EnvClient", "MCPToolClient"}
+_LAZY_AUTO = {"AutoEnv", "AutoAction"}
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +19,8 @@ def __getattr__(name: str) -> Any:
         from . import core
 
         return getattr(core, name)
+    if name in _LAZY_AUTO:
+        from . import auto
+
+        return getattr(auto, name)
     raise AttributeError(f"module 'openenv' has no attribute {name!r}")

@@ -8,6 +8,7 @@ tree: the published package on PyPI with the same name is a different project.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -79,6 +80,29 @@ def build_project_wheels(project: EnvProject, dest: Path) -> list[Path]:
     return [build_wheel(openenv_source_root(), dest), build_wheel(project.root, dest)]
 
 
+def wheel_cache() -> Path:
+    """Third-party wheels kept between builds: most builds then resolve with no index at all."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "openenv" / "wheels"
+
+
+def _collect_command(
+    dest: Path, requirements: list[str], python_version: Optional[str], *, offline: bool
+) -> list[str]:
+    host = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if python_version in (None, host):
+        command = [*_pip(), "wheel", "--quiet", "--disable-pip-version-check"]
+        command += ["--wheel-dir", str(dest)]
+    else:
+        command = [*_pip(), "download", "--quiet", "--disable-pip-version-check"]
+        command += ["--only-binary", ":all:", "--python-version", str(python_version)]
+        command += ["--dest", str(dest)]
+    command += ["--find-links", str(dest), "--find-links", str(wheel_cache())]
+    if offline:
+        command.append("--no-index")
+    return [*command, *requirements]
+
+
 def collect_wheels(
     project: EnvProject, dest: Path, *, python_version: Optional[str] = None
 ) -> list[Path]:
@@ -86,21 +110,25 @@ def collect_wheels(
 
     `python_version` ("3.11") is the image's Python; dependencies are built for the host's
     interpreter when it matches, and otherwise downloaded as binary wheels for that version.
+    The cache is tried first with no index; anything missing or too old there sends the
+    whole resolution to the index.
     """
     dest.mkdir(parents=True, exist_ok=True)
     with console.status(f"Building the wheels of openenv and {project.dist_name}"):
         local = build_project_wheels(project, dest)
-    host = f"{sys.version_info.major}.{sys.version_info.minor}"
     # Naming the local wheel files makes pip take them for `openenv` and the environment,
     # never the published `openenv` from the index.
     requirements = [str(path) for path in local]
-    with console.status(f"Collecting the dependencies of {project.dist_name} for Python {host}"):
-        if python_version in (None, host):
-            command = [*_pip(), "wheel", "--quiet", "--disable-pip-version-check"]
-            command += ["--wheel-dir", str(dest), "--find-links", str(dest), *requirements]
-        else:
-            command = [*_pip(), "download", "--quiet", "--disable-pip-version-check"]
-            command += ["--only-binary", ":all:", "--python-version", python_version]
-            command += ["--dest", str(dest), "--find-links", str(dest), *requirements]
-        _run(command, f"collecting the dependencies of {project.dist_name}")
+    cache = wheel_cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    target = python_version or f"{sys.version_info.major}.{sys.version_info.minor}"
+    with console.status(f"Collecting the dependencies of {project.dist_name} for Python {target}"):
+        offline = _collect_command(dest, requirements, python_version, offline=True)
+        if subprocess.run(offline, capture_output=True).returncode != 0:
+            online = _collect_command(dest, requirements, python_version, offline=False)
+            _run(online, f"collecting the dependencies of {project.dist_name}")
+    ours = {path.name for path in local}
+    for wheel in dest.glob("*.whl"):
+        if wheel.name not in ours and not (cache / wheel.name).exists():
+            shutil.copy2(wheel, cache / wheel.name)
     return sorted(dest.glob("*.whl"))

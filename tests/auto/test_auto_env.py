@@ -1,0 +1,131 @@
+"""AutoEnv and AutoAction against real servers: typed clients, the generic fallback, errors."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import openenv
+from echo_env import EchoEnv
+from grid_world_env import GridWorldEnv, GridWorldObservation
+from openenv.auto import (
+    AutoAction,
+    AutoEnv,
+    AutoEnvError,
+    BaseURLRequiredError,
+    EnvironmentNotFoundError,
+)
+from openenv.core import GenericAction, GenericEnvClient
+from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+from tests.support.server import RunningServer
+
+HELLO = "Hello, AutoEnv!"
+
+
+def test_echo_from_env_plays_a_tool_call_through_sync(echo_server: RunningServer):
+    client = AutoEnv.from_env("openenv-echo", base_url=echo_server.url)
+    assert type(client) is EchoEnv
+    action_cls = AutoAction.from_env("echo")
+    assert action_cls is CallToolAction
+    with client.sync() as env:
+        reset = env.reset()
+        assert reset.done is False
+        result = env.step(action_cls(tool_name="echo_message", arguments={"message": HELLO}))
+        assert isinstance(result.observation, CallToolObservation)
+        assert result.observation.error is None
+        assert result.observation.result == HELLO
+        assert env.state().step_count == 1
+
+
+async def test_echo_from_env_is_an_async_client_and_passes_kwargs(echo_server: RunningServer):
+    client = AutoEnv.from_env("echo_env", base_url=echo_server.url, message_timeout_s=7.5)
+    assert client.message_timeout_s == 7.5
+    async with client as env:
+        await env.reset()
+        action = CallToolAction(tool_name="echo_message", arguments={"message": "a"})
+        result = await env.step(action)
+        assert result.observation.result == "a"
+
+
+def test_grid_world_from_env_is_typed(grid_server: RunningServer):
+    client = AutoEnv.from_env("Grid-World", base_url=grid_server.url)
+    assert type(client) is GridWorldEnv
+    action_cls = AutoAction.from_env("openenv-grid-world")
+    with client.sync() as env:
+        reset = env.reset()
+        assert reset.observation.position == [0, 0]
+        result = env.step(action_cls(direction="RIGHT"))
+        assert isinstance(result.observation, GridWorldObservation)
+        assert result.observation.position == [0, 1]
+        assert env.state().step_count == 1
+
+
+def test_unknown_name_falls_back_to_the_generic_client(
+    echo_server: RunningServer, caplog: pytest.LogCaptureFixture
+):
+    with caplog.at_level(logging.WARNING, logger="openenv.auto"):
+        client = AutoEnv.from_env("not-installed-anywhere", base_url=echo_server.url)
+    assert type(client) is GenericEnvClient
+    assert any(
+        "not-installed-anywhere" in r.getMessage() and "GenericEnvClient" in r.getMessage()
+        for r in caplog.records
+    )
+    action = {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": HELLO}}
+    with client.sync() as env:
+        env.reset()
+        result = env.step(action)
+        assert isinstance(result.observation, dict)
+        assert result.observation["tool_name"] == "echo_message"
+        assert result.observation["result"]["data"] == HELLO
+
+
+def test_skip_install_gives_the_generic_client_and_action(echo_server: RunningServer):
+    client = AutoEnv.from_env("echo", base_url=echo_server.url, skip_install=True)
+    assert type(client) is GenericEnvClient
+    action_cls = AutoAction.from_env("echo", skip_install=True)
+    assert action_cls is GenericAction
+    action = action_cls(type="call_tool", tool_name="echo_message", arguments={"message": "b"})
+    with client.sync() as env:
+        env.reset()
+        assert env.step(action).observation["result"]["data"] == "b"
+
+
+def test_unknown_name_without_base_url_is_a_typed_error():
+    with pytest.raises(EnvironmentNotFoundError) as caught:
+        AutoEnv.from_env("not-installed-anywhere")
+    message = str(caught.value)
+    assert "installed: " in message and "echo" in message
+    assert "pip install openenv-not-installed-anywhere" in message
+    assert "base_url" in message
+    with pytest.raises(EnvironmentNotFoundError, match="skip_install=True"):
+        AutoAction.from_env("not-installed-anywhere")
+
+
+def test_installed_without_base_url_says_how_to_start_it():
+    with pytest.raises(BaseURLRequiredError, match=r"base_url.*openenv serve echo_env"):
+        AutoEnv.from_env("echo")
+    with pytest.raises(BaseURLRequiredError, match="base_url"):
+        AutoEnv.from_env("echo", skip_install=True)
+
+
+def test_containers_are_refused_with_what_to_do():
+    with pytest.raises(AutoEnvError, match=r"docker run -p 8000:8000 openenv-echo:latest"):
+        AutoEnv.from_env("echo", docker_image="openenv-echo:latest")
+
+
+def test_factories_cannot_be_instantiated():
+    with pytest.raises(TypeError, match=r"AutoEnv\.from_env"):
+        AutoEnv()
+    with pytest.raises(TypeError, match=r"AutoAction\.from_env"):
+        AutoAction()
+
+
+def test_info_and_lazy_exports():
+    info = AutoEnv.get_env_info("echo")
+    assert info["client"] == "echo_env.client:EchoEnv"
+    assert info["env_class"] == "EchoEnv"
+    assert AutoAction.get_action_info("echo")["action_class"] == "CallToolAction"
+    assert AutoEnv.get_env_class("echo") is EchoEnv
+    assert openenv.AutoEnv is AutoEnv
+    assert openenv.AutoAction is AutoAction

@@ -1,0 +1,52 @@
+"""A real Docker engine for the image tests.
+
+Outside CI a machine without an engine skips these tests; in CI (`CI=true`) a missing engine
+fails them, since `.ci/run` installs and starts one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+docker = pytest.importorskip("docker")
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs a running Docker engine (.ci/run starts one): {exc}")
+        pytest.skip(f"no Docker engine here: {exc}")
+    yield client
+    client.close()
+
+
+def published_url(container: Any, port: str = "8000/tcp") -> str:
+    container.reload()
+    binding = container.attrs["NetworkSettings"]["Ports"][port][0]
+    return f"http://127.0.0.1:{binding['HostPort']}"
+
+
+def wait_for_health(container: Any, url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        container.reload()
+        if container.status == "exited":
+            logs = container.logs().decode(errors="replace")[-2000:]
+            raise AssertionError(f"container exited:\n{logs}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} not healthy after {timeout} s")
