@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -10,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from openenv.core.manifest import ManifestError, load_project
+from openenv.core.manifest import ManifestError, load_manifest, load_project
 
 from .._output import console, fail
 
@@ -18,8 +19,8 @@ from .._output import console, fail
 def resolve_app(target: str) -> tuple[str, Optional[Path]]:
     """Return the app import string for `target` and the folder to put on `sys.path`, if any.
 
-    `target` is an environment folder (with `openenv.yaml`), an installed environment
-    package (`echo_env`), or an import string (`echo_env.server.app:app`).
+    `target` is an environment folder (with `openenv.yaml`), an installed environment by
+    name (`echo`, `echo_env`, `openenv-echo`), or an import string (`echo_env.server.app:app`).
     """
     path = Path(target)
     if path.is_dir():
@@ -30,11 +31,20 @@ def resolve_app(target: str) -> tuple[str, Optional[Path]]:
         return project.manifest.app, project.root
     if ":" in target:
         return target, None
+    from openenv.auto import discover
+
+    info = discover().resolve(target)
+    if info is not None:
+        # An installed environment by any of its names: 'echo', 'echo_env', 'openenv-echo'.
+        if info.manifest_path is not None:
+            with contextlib.suppress(ManifestError):
+                return load_manifest(info.manifest_path).app, None
+        return f"{info.package}.server.app:app", None
     if importlib.util.find_spec(target.split(".", 1)[0]) is None:
         fail(
             f"'{target}' is neither an environment folder nor an installed package.",
-            "Pass a folder with openenv.yaml, a package name such as 'echo_env', "
-            "or an import string such as 'echo_env.server.app:app'.",
+            "Pass a folder with openenv.yaml, an environment name such as 'echo' "
+            "(see `openenv list`), or an import string such as 'echo_env.server.app:app'.",
             code=2,
         )
     return f"{target}.server.app:app", None
@@ -45,8 +55,8 @@ def register(app: typer.Typer) -> None:
     def serve(
         target: str = typer.Argument(
             ".",
-            help="Environment folder (default: the current one), installed package such as "
-            "'echo_env', or app import string such as 'echo_env.server.app:app'.",
+            help="Environment folder (default: the current one), installed environment name "
+            "such as 'echo' (see `openenv list`), or app import string 'echo_env.server.app:app'.",
         ),
         host: str = typer.Option("0.0.0.0", help="Interface to bind."),
         port: int = typer.Option(8000, "--port", "-p", help="Port to listen on."),
