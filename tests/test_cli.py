@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -45,3 +46,44 @@ def test_serve_runs_an_environment() -> None:
         process.terminate()
         # uvicorn shuts down gracefully, then re-raises SIGTERM to exit as the signal asks.
         assert process.wait(15) in (0, -signal.SIGTERM)
+
+
+def test_serve_imports_an_app_from_the_current_folder(tmp_path: Path) -> None:
+    (tmp_path / "single_file_app.py").write_text(
+        "from echo_env.server.app import app\n", encoding="utf-8"
+    )
+    port = free_port()
+    process = subprocess.Popen(
+        [OPENENV, "serve", "single_file_app:app", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, process)
+        assert httpx.get(f"{url}/metadata").json()["name"]
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def test_serve_takes_an_environment_by_name() -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [OPENENV, "serve", "grid-world", "--host", "127.0.0.1", "--port", str(port)],
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, process)
+        reply = httpx.post(f"{url}/reset", json={})
+        assert reply.json()["observation"]["position"] == [0, 0]
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def test_list_shows_every_reference_environment() -> None:
+    out = subprocess.run([OPENENV, "list", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    listed = {info["name"] for info in json.loads(out.stdout)}
+    on_disk = {path.name for path in (REPO / "envs").iterdir() if (path / "openenv.yaml").exists()}
+    assert on_disk <= listed

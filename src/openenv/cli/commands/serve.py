@@ -30,7 +30,8 @@ def resolve_app(target: str) -> tuple[str, Optional[Path]]:
             fail(str(exc), "Run `openenv init NAME` to create an environment folder.", code=2)
         return project.manifest.app, project.root
     if ":" in target:
-        return target, None
+        # Like uvicorn: modules in the current folder import without being installed.
+        return target, Path.cwd()
     from openenv.auto import discover
 
     info = discover().resolve(target)
