@@ -43,6 +43,11 @@ def echo_image(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> 
     assert {"openenv", "openenv_echo", "fastmcp", "uvicorn"} <= wheels
     assert next((context / "wheels").glob("openenv-*.whl")).name.startswith("openenv-0.1.")
     assert (context / "Dockerfile").is_file() and not (context / ".venv").exists()
+    # The builder stage's image is removed, not left dangling.
+    leftovers = docker_client.images.list(
+        filters={"dangling": True, "label": "org.openenv.stage=builder"}
+    )
+    assert leftovers == []
     yield tag
     docker_client.images.remove(tag, force=True)
 

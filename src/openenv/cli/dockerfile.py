@@ -10,6 +10,7 @@ HEALTHCHECK on `/health` that needs nothing but Python.
 from __future__ import annotations
 
 DEFAULT_BASE_IMAGE = "openenv-base:latest"
+BUILDER_LABEL = "org.openenv.stage=builder"
 CONTAINER_PORT = 8000
 
 _TEMPLATE = """\
@@ -19,6 +20,8 @@ _TEMPLATE = """\
 ARG BASE_IMAGE={base_image}
 
 FROM ${{BASE_IMAGE}} AS builder
+# Lets `openenv build` remove this stage's image once the build is done.
+LABEL org.openenv.stage=builder
 # 1: install from ./wheels only. A builder that can reach a package index may set 0.
 ARG PIP_NO_INDEX=1
 COPY wheels /tmp/wheels

@@ -25,7 +25,7 @@ from ..base_image import (
     build_base_image,
     image_exists,
 )
-from ..dockerfile import DEFAULT_BASE_IMAGE
+from ..dockerfile import BUILDER_LABEL, DEFAULT_BASE_IMAGE
 from ..wheels import WheelError, collect_wheels
 
 _SKIP = shutil.ignore_patterns(
@@ -148,6 +148,8 @@ def run_docker_build(
                 image_id = chunk["aux"]["ID"]
     if image_id is None:
         image_id = client.images.get(tag).id
+    # The builder stage's image (venv and wheels) is of no use once its venv is copied out.
+    client.images.prune(filters={"dangling": True, "label": BUILDER_LABEL})
     return image_id
 
 
