@@ -17,10 +17,10 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
+from .dispatch import CallDispatcher
 from .errors import (
     CapacityError,
     ConcurrencyConfigurationError,
@@ -243,7 +243,7 @@ class SessionManager:
         single = getattr(self.env_class, "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
         # Threads start on demand: the pool only grows to as many sync calls as block at once.
         workers = 1 if single else config.max_threads
-        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openenv-env")
+        self.dispatcher = CallDispatcher(workers)
         self._reaper: asyncio.Task[None] | None = None
         self._id_prefix = worker_prefix()
         self._method_kinds: dict[tuple[type, str], bool] = {}
@@ -287,9 +287,8 @@ class SessionManager:
 
     async def build_env(self) -> Environment:
         """Call the factory off the event loop; failures become FACTORY_ERROR."""
-        loop = asyncio.get_running_loop()
         try:
-            env = await loop.run_in_executor(self.executor, self.factory)
+            env = await self.dispatcher.run(self.factory)
         except Exception as exc:
             logger.exception("Environment factory %s failed", self.factory_name)
             raise FactoryError(
@@ -302,7 +301,7 @@ class SessionManager:
         if not self._safety_checked:
             self._safety_checked = True
             if self.slots.size > 1 and not getattr(env, "SUPPORTS_CONCURRENT_SESSIONS", False):
-                await loop.run_in_executor(self.executor, env.close)
+                await self.dispatcher.run(env.close)
                 raise FactoryError(
                     f"{type(env).__name__} does not declare SUPPORTS_CONCURRENT_SESSIONS = True; "
                     f"serve it with max_concurrent_envs=1.",
@@ -351,7 +350,7 @@ class SessionManager:
         if env is None:
             return
         try:
-            await asyncio.get_running_loop().run_in_executor(self.executor, env.close)
+            await self.dispatcher.run(env.close)
         except Exception:
             logger.exception("close() of environment in session %s raised", session.id)
 
@@ -363,7 +362,7 @@ class SessionManager:
             self._reaper = None
         for session in list(self.sessions.values()):
             await self.destroy(session, "server shutting down", CLOSE_SHUTDOWN)
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.dispatcher.shutdown()
 
     # -- the idle reaper ----------------------------------------------------------------
 
@@ -418,7 +417,7 @@ class SessionManager:
         """Run a sync environment call off the event loop (or on it, if the env opted in)."""
         if session.env is not None and getattr(session.env, "RUNS_ON_EVENT_LOOP", False):
             return fn()
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+        return await self.dispatcher.run(fn)
 
     async def call(self, session: Session, work: Callable[[], Awaitable[Any]]) -> Any:
         """Run one call of a session, in order with its other calls."""

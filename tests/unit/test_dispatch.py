@@ -1,0 +1,105 @@
+"""CallDispatcher: sync calls off the event loop, results back on the caller's loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from openenv.core.env_server.dispatch import CallDispatcher
+
+
+async def test_calls_run_off_the_loop_and_return_their_results() -> None:
+    dispatcher = CallDispatcher(4)
+    loop_thread = threading.get_ident()
+    results = await asyncio.gather(
+        *(dispatcher.run(lambda i=i: (i * i, threading.get_ident())) for i in range(20))
+    )
+    assert [value for value, _ in results] == [i * i for i in range(20)]
+    assert all(thread != loop_thread for _, thread in results)
+    dispatcher.shutdown()
+
+
+async def test_exceptions_reach_the_awaiting_caller() -> None:
+    dispatcher = CallDispatcher(2)
+
+    def boom() -> None:
+        raise ValueError("from the environment")
+
+    with pytest.raises(ValueError, match="from the environment"):
+        await dispatcher.run(boom)
+    assert await dispatcher.run(lambda: "still serving") == "still serving"
+    dispatcher.shutdown()
+
+
+async def test_the_loop_keeps_running_while_a_call_blocks() -> None:
+    dispatcher = CallDispatcher(2)
+    release = threading.Event()
+    blocked = dispatcher.run(lambda: release.wait(5))
+    ticks = 0
+    for _ in range(5):
+        await asyncio.sleep(0.01)
+        ticks += 1
+    assert ticks == 5 and not blocked.done()
+    release.set()
+    assert await blocked is True
+    dispatcher.shutdown()
+
+
+async def test_threads_start_on_demand_up_to_the_limit() -> None:
+    dispatcher = CallDispatcher(3)
+    for _ in range(50):
+        await dispatcher.run(lambda: None)
+    assert dispatcher.threads == 1  # sequential calls reuse one idle worker
+    barrier = threading.Barrier(3, timeout=5)
+    await asyncio.gather(*(dispatcher.run(barrier.wait) for _ in range(3)))
+    assert dispatcher.threads == 3
+    await asyncio.gather(*(dispatcher.run(lambda: time.sleep(0.001)) for _ in range(30)))
+    assert dispatcher.threads == 3
+    dispatcher.shutdown()
+
+
+async def test_one_thread_runs_calls_in_submission_order() -> None:
+    dispatcher = CallDispatcher(1)
+    seen: list[int] = []
+    threads: set[int] = set()
+
+    def record(i: int) -> None:
+        seen.append(i)
+        threads.add(threading.get_ident())
+
+    await asyncio.gather(*(dispatcher.run(lambda i=i: record(i)) for i in range(100)))
+    assert seen == list(range(100))
+    assert len(threads) == 1
+    dispatcher.shutdown()
+
+
+def test_serves_several_event_loops() -> None:
+    dispatcher = CallDispatcher(2)
+    for _ in range(3):  # e.g. an app started and stopped by several test clients
+        assert asyncio.run(_one_call(dispatcher)) == 42
+    dispatcher.shutdown()
+
+
+async def _one_call(dispatcher: CallDispatcher) -> int:
+    return await dispatcher.run(lambda: 42)
+
+
+async def test_a_cancelled_caller_does_not_break_delivery() -> None:
+    dispatcher = CallDispatcher(1)
+    release = threading.Event()
+    slow = dispatcher.run(lambda: release.wait(5))
+    slow.cancel()
+    release.set()
+    assert await dispatcher.run(lambda: "next") == "next"
+    dispatcher.shutdown()
+
+
+async def test_shutdown_refuses_new_calls() -> None:
+    dispatcher = CallDispatcher(1)
+    await dispatcher.run(lambda: None)
+    dispatcher.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        dispatcher.run(lambda: None)
