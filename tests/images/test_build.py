@@ -124,3 +124,14 @@ def test_build_refuses_a_base_image_it_cannot_pull(docker_client: Any) -> None:
     result = build(REPO / "envs" / "echo_env", "openenv-echo:never", "--base-image", "nope:404")
     assert result.returncode == 1
     assert "cannot be pulled here" in result.stderr
+
+
+def test_base_only_reports_the_base_image_and_its_python(docker_client: Any) -> None:
+    result = subprocess.run(
+        [OPENENV, "build", "--base-only"], capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "openenv-base:latest"
+    assert "Python 3." in result.stderr
+    labels = docker_client.images.get("openenv-base:latest").labels
+    assert labels["org.openenv.python"].startswith("3.")

@@ -179,8 +179,17 @@ def register(app: typer.Typer) -> None:
         keep_context: Optional[Path] = typer.Option(
             None, help="Also copy the staged build context (with its wheels) to this folder."
         ),
+        base_only: bool = typer.Option(
+            False, "--base-only", help="Only make sure the base image exists (make it if not)."
+        ),
     ) -> None:
         """Build a Docker image of an environment, with its wheels prepared on this host."""
+        if base_only:
+            client = docker_client()
+            python = ensure_base_image(client, base_image, rebuild=rebuild_base, suite=suite)
+            success(f"base image {base_image} (Python {python})")
+            typer.echo(base_image)
+            return
         try:
             project = load_project(path)
         except ManifestError as exc:
