@@ -318,24 +318,26 @@ class _HTTPChatClient(LLMClient):
     """Shared plumbing: base URL, retries, per-event-loop httpx client."""
 
     DEFAULT_BASE_URL = ""
+    #: `max_tokens` when none is given; each API has its own sensible default.
+    DEFAULT_MAX_TOKENS = 256
 
     def __init__(
         self,
-        base_url: str | None,
-        port: int | None,
-        model: str | None,
+        base_url: str | None = None,
+        port: int | None = None,
+        model: str | None = None,
         *,
-        endpoint: str | None,
-        api_key: str | None,
-        system_prompt: str | None,
-        temperature: float | None,
-        max_tokens: int,
-        timeout_s: float,
-        max_retries: int,
-        backoff_base_s: float,
-        backoff_max_s: float,
-        headers: Mapping[str, str] | None,
-        http_client: httpx.AsyncClient | None,
+        endpoint: str | None = None,
+        api_key: str | None = None,
+        system_prompt: str | None = None,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         if not model:
             raise ValueError("model is required")
@@ -348,7 +350,7 @@ class _HTTPChatClient(LLMClient):
         self.api_key = api_key
         self.system_prompt = system_prompt
         self.temperature = temperature
-        self.max_tokens = max_tokens
+        self.max_tokens = self.DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.backoff_base_s = float(backoff_base_s)
@@ -479,39 +481,13 @@ class OpenAIClient(_HTTPChatClient):
 
     def __init__(
         self,
-        base_url: str | None = None,
-        port: int | None = None,
-        model: str | None = None,
-        *,
-        endpoint: str | None = None,
-        api_key: str | None = None,
-        system_prompt: str | None = None,
-        temperature: float | None = 0.0,
-        max_tokens: int = 256,
+        *args: Any,
         use_max_completion_tokens: bool | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        backoff_base_s: float = 0.5,
-        backoff_max_s: float = 30.0,
-        headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            base_url,
-            port,
-            model,
-            endpoint=endpoint,
-            api_key=api_key,
-            system_prompt=system_prompt,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_base_s=backoff_base_s,
-            backoff_max_s=backoff_max_s,
-            headers=headers,
-            http_client=http_client,
-        )
+        """Arguments as for every HTTP client (`base_url`, `model`, `max_tokens`, ...), plus
+        `use_max_completion_tokens` (default: by model name, for reasoning models)."""
+        super().__init__(*args, **kwargs)
         if use_max_completion_tokens is None:
             use_max_completion_tokens = self.model.startswith(_MAX_COMPLETION_TOKENS_PREFIXES)
         self.use_max_completion_tokens = use_max_completion_tokens
@@ -661,41 +637,7 @@ class AnthropicClient(_HTTPChatClient):
 
     DEFAULT_BASE_URL = "https://api.anthropic.com"
     ANTHROPIC_VERSION = "2023-06-01"
-
-    def __init__(
-        self,
-        base_url: str | None = None,
-        port: int | None = None,
-        model: str | None = None,
-        *,
-        endpoint: str | None = None,
-        api_key: str | None = None,
-        system_prompt: str | None = None,
-        temperature: float | None = 0.0,
-        max_tokens: int = 4096,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        backoff_base_s: float = 0.5,
-        backoff_max_s: float = 30.0,
-        headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
-    ) -> None:
-        super().__init__(
-            base_url,
-            port,
-            model,
-            endpoint=endpoint,
-            api_key=api_key,
-            system_prompt=system_prompt,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            backoff_base_s=backoff_base_s,
-            backoff_max_s=backoff_max_s,
-            headers=headers,
-            http_client=http_client,
-        )
+    DEFAULT_MAX_TOKENS = 4096  # the Messages API requires max_tokens
 
     def _headers(self) -> dict[str, str]:
         headers = super()._headers()
