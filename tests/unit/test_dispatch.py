@@ -80,6 +80,7 @@ def test_serves_several_event_loops() -> None:
     dispatcher = CallDispatcher(2)
     for _ in range(3):  # e.g. an app started and stopped by several test clients
         assert asyncio.run(_one_call(dispatcher)) == 42
+    assert len(dispatcher._inboxes) == 1  # closed loops are not kept alive
     dispatcher.shutdown()
 
 

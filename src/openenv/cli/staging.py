@@ -21,11 +21,11 @@ import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Optional
+from typing import Optional
 
 import yaml
 
-from openenv.core.manifest import EnvProject
+from openenv.core.manifest import EnvProject, split_front_matter
 
 from .dockerfile import render_dockerfile
 
@@ -241,31 +241,18 @@ def space_dockerfile(
 
 # -- README front matter -----------------------------------------------------------------
 
-_FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
-
-
-def split_front_matter(text: str) -> tuple[Optional[dict[str, Any]], str]:
-    """(front matter, body) of a Markdown file; (None, text) when it has none."""
-    match = _FRONT_MATTER.match(text)
-    if match is None:
-        return None, text
-    try:
-        data = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as exc:
-        raise StagingError(
-            f"README.md front matter is not valid YAML ({exc}); fix it or delete the block "
-            "between the '---' lines and a valid one will be written"
-        ) from None
-    if not isinstance(data, dict):
-        raise StagingError("README.md front matter must be a mapping of keys (`sdk: docker`)")
-    return data, text[match.end() :]
-
 
 def space_readme(
     text: str, *, name: str, port: int, interface: bool = True, description: Optional[str] = None
 ) -> str:
     """README.md with the front matter a Docker Space needs; the body is kept as it is."""
-    data, body = split_front_matter(text)
+    try:
+        data, body = split_front_matter(text)
+    except ValueError as exc:
+        raise StagingError(
+            f"README.md: {exc}; fix it, or delete the block between the '---' lines and a "
+            "valid one will be written"
+        ) from None
     if data is None:
         data = {
             "title": name.removesuffix("_env").replace("_", " ").title() or name,

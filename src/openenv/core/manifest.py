@@ -84,6 +84,32 @@ def load_manifest(path: Path) -> EnvManifest:
     return parse_manifest(path.read_text(encoding="utf-8"), str(path))
 
 
+_FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+_FRONT_MATTER_START = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?$", re.M)
+
+
+def split_front_matter(text: str) -> tuple[Optional[dict[str, Any]], str]:
+    """(front matter, body) of a README, the body byte for byte; (None, text) without one.
+
+    The front matter is the YAML block between leading `---` lines: a Hugging Face Space
+    card. Raises ValueError when the block is unclosed, not YAML, or not a mapping.
+    """
+    match = _FRONT_MATTER.match(text)
+    if match is None:
+        if _FRONT_MATTER_START.match(text):
+            raise ValueError("the front matter that starts with '---' has no closing '---'")
+        return None, text
+    try:
+        data = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        raise ValueError(f"the front matter is not valid YAML: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError("the front matter must be a mapping of keys (`sdk: docker`)")
+    return data, text[match.end() :]
+
+
 _DIST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,14 +24,14 @@ from pathlib import Path
 from typing import IO, Any, Optional
 
 import httpx
-import yaml
 
 from openenv.core.env_server.errors import exception_message
-from openenv.core.manifest import MANIFEST_NAME, EnvManifest, ManifestError
+from openenv.core.manifest import MANIFEST_NAME, EnvManifest, ManifestError, split_front_matter
 from openenv.core.manifest import load_manifest as _load_manifest
 
 from ._jsonutil import short
 from .env_checker import DEFAULT_STEPS
+from .live_server import free_port
 from .report import CheckReport
 from .server_checker import check_server
 
@@ -477,22 +476,8 @@ def _calls_main(nodes: list[ast.stmt]) -> bool:
 
 
 def read_front_matter(text: str) -> Optional[dict[str, Any]]:
-    """The YAML block between leading `---` lines (a Hugging Face Space card), or None.
-
-    Raises ValueError when the block is there but is not a YAML mapping."""
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
-        return None
-    end = next((i for i, line in enumerate(lines[1:], start=1) if line.strip() == "---"), None)
-    if end is None:
-        raise ValueError("the front matter that starts with '---' has no closing '---'")
-    try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
-    except yaml.YAMLError as exc:
-        raise ValueError(f"the front matter is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ValueError("the front matter is not a mapping of keys")
-    return data
+    """The README's Space card, or None; ValueError when it is there but malformed."""
+    return split_front_matter(text)[0]
 
 
 class _FolderChecker:
@@ -881,12 +866,6 @@ class ServerStartError(RuntimeError):
     """The folder's server exited or never became healthy; the message says why."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def startup_error(output: str) -> str:
     """The line that explains a failed start: the exception of the last traceback (with the
     file and line it came from), else the last error line the server printed."""
@@ -940,7 +919,7 @@ def serve_folder(root: Path | str, start_timeout_s: float = 60.0) -> Iterator[st
     Raises `ServerStartError` with the server's own explanation if it does not become healthy.
     """
     root = Path(root).resolve()
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)

@@ -56,6 +56,9 @@ class CallDispatcher:
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
         if inbox is None:
+            # A new loop (an app restarted in tests, say): forget the loops that are gone.
+            for old in [old for old in self._inboxes if old.is_closed()]:
+                del self._inboxes[old]
             inbox = self._inboxes.setdefault(loop, _Inbox(loop))
         future = loop.create_future()
         with self._lock:
