@@ -52,7 +52,8 @@ async def test_threads_start_on_demand_up_to_the_limit() -> None:
     dispatcher = CallDispatcher(3)
     for _ in range(50):
         await dispatcher.run(lambda: None)
-    assert dispatcher.threads == 1  # sequential calls reuse one idle worker
+    # Sequential calls reuse one idle pool worker, then the express worker takes over.
+    assert dispatcher.threads == 2
     barrier = threading.Barrier(3, timeout=5)
     await asyncio.gather(*(dispatcher.run(barrier.wait) for _ in range(3)))
     assert dispatcher.threads == 3
@@ -104,3 +105,74 @@ async def test_shutdown_refuses_new_calls() -> None:
     dispatcher.shutdown()
     with pytest.raises(RuntimeError, match="shut down"):
         dispatcher.run(lambda: None)
+
+
+async def _warm_up(dispatcher: CallDispatcher) -> None:
+    """Enough lone sequential calls for the express worker to take over."""
+    for _ in range(20):
+        await dispatcher.run(lambda: None)
+
+
+async def test_lone_sequential_calls_take_the_express_worker() -> None:
+    dispatcher = CallDispatcher(4)
+    await _warm_up(dispatcher)
+    loop_thread = threading.get_ident()
+    seen = [await dispatcher.run(lambda i=i: (i, threading.current_thread())) for i in range(50)]
+    assert [i for i, _ in seen] == list(range(50))
+    threads = {thread for _, thread in seen}
+    assert len(threads) == 1
+    (thread,) = threads
+    assert thread.name.endswith("-x") and thread.ident != loop_thread
+    with pytest.raises(KeyError, match="express"):
+        await dispatcher.run(lambda: {}["express"])
+    assert await dispatcher.run(lambda: "after the error") == "after the error"
+    dispatcher.shutdown()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+async def test_a_blocked_express_call_does_not_hold_up_other_calls() -> None:
+    dispatcher = CallDispatcher(4)
+    await _warm_up(dispatcher)
+    release = threading.Event()
+    blocked = dispatcher.run(lambda: (release.wait(5), threading.current_thread().name))
+    # The express worker is busy: this call must go to the pool and finish first.
+    name = await asyncio.wait_for(dispatcher.run(lambda: threading.current_thread().name), 2)
+    assert not name.endswith("-x") and not blocked.done()
+    release.set()
+    released, express_name = await blocked
+    assert released is True and express_name.endswith("-x")
+    dispatcher.shutdown()
+
+
+async def test_a_cancelled_express_call_does_not_break_delivery() -> None:
+    dispatcher = CallDispatcher(2)
+    await _warm_up(dispatcher)
+    release = threading.Event()
+    slow = dispatcher.run(lambda: release.wait(5))
+    slow.cancel()
+    release.set()
+    for i in range(20):
+        assert await dispatcher.run(lambda i=i: i) == i
+    dispatcher.shutdown()
+
+
+async def test_one_thread_allowed_means_every_call_on_one_thread() -> None:
+    """REQUIRES_SINGLE_THREAD_EXECUTOR environments: no express worker beside the one thread."""
+    dispatcher = CallDispatcher(1)
+    names = {await dispatcher.run(lambda: threading.current_thread().name) for _ in range(50)}
+    assert len(names) == 1 and dispatcher.threads == 1
+    dispatcher.shutdown()
+
+
+async def test_shutdown_stops_an_express_worker_that_is_inside_a_call() -> None:
+    dispatcher = CallDispatcher(2)
+    await _warm_up(dispatcher)
+    release = threading.Event()
+    running = dispatcher.run(lambda: (release.wait(5), threading.current_thread())[1])
+    await asyncio.sleep(0.01)
+    dispatcher.shutdown()
+    release.set()
+    thread = await running
+    thread.join(5)
+    assert not thread.is_alive()

@@ -2,52 +2,165 @@
 
 `loop.run_in_executor` pays for a `concurrent.futures.Future`, a lock and a work item per
 call, and a wake-up of the loop per result. Environment steps are often a few microseconds of
-Python, so that overhead is most of a step. Here a call is one tuple on a `SimpleQueue`, and
-workers hand results back in batches: one loop wake-up carries every result that finished
-while the loop was busy. Threads start on demand, when no worker is idle, up to a limit.
+Python, so that overhead is most of a step. Two paths replace it:
+
+- Under load (other calls of the loop in flight), a call is one tuple on a `SimpleQueue`.
+  Workers take the GIL when the loop lets go of it, and one loop wake-up delivers every result
+  that finished meanwhile. Threads start on demand, when no worker is idle, up to a limit.
+- A call made while the loop has no other in flight (one session stepping in lock-step: the
+  latency case) goes to the express worker, which sleeps on a file descriptor. Python releases
+  the GIL around `os.write`, so the woken worker can take the GIL at once, and often runs the
+  call before the loop's write has even returned; the result is then set without another pass
+  of the loop. A lock or `call_soon_threadsafe` would wake the thread while the waker still
+  holds the GIL: on a busy core the woken thread runs, finds the GIL taken and sleeps again.
+  On this path a hop costs about 6 µs instead of 18 µs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any, Optional
 
 _STOP = object()
+#: A loop's calls take the express worker after this many in a row found no other call in
+#: flight. Under load the count keeps dropping to 0 (a call that finds the in-flight count at
+#: 0 between two batches of results is no sign of a quiet loop); a lone session passes it on
+#: its first steps.
+_LONE_CALLS_FOR_EXPRESS = 8
+_Result = tuple[asyncio.Future[Any], Optional[BaseException], Any]
+
+
+class _Wakeup:
+    """A file descriptor to sleep on: an eventfd where there is one, else a pipe."""
+
+    __slots__ = ("_read_size", "_token", "read_fd", "write_fd")
+
+    def __init__(self, nonblocking: bool) -> None:
+        eventfd = getattr(os, "eventfd", None)
+        if eventfd is not None:
+            flags = os.EFD_CLOEXEC | (os.EFD_NONBLOCK if nonblocking else 0)
+            self.read_fd = self.write_fd = eventfd(0, flags)
+            self._token = (1).to_bytes(8, sys.byteorder)
+            self._read_size = 8
+        else:
+            self.read_fd, self.write_fd = os.pipe()
+            os.set_blocking(self.read_fd, not nonblocking)
+            self._token = b"\0"
+            self._read_size = 4096
+
+    def set(self) -> None:
+        os.write(self.write_fd, self._token)
+
+    def wait(self) -> None:
+        """Block until set (blocking descriptor), or clear a pending set (non-blocking one)."""
+        try:
+            os.read(self.read_fd, self._read_size)
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        os.close(self.read_fd)
+        if self.write_fd != self.read_fd:
+            os.close(self.write_fd)
+
+
+class _Express:
+    """The express worker: runs a loop's call when it is the only one in flight."""
+
+    __slots__ = ("idle", "item", "thread", "wakeup")
+
+    def __init__(self) -> None:
+        self.wakeup = _Wakeup(nonblocking=False)
+        self.item: Any = None
+        self.idle = True
+        self.thread: Optional[threading.Thread] = None
 
 
 class _Inbox:
     """Results waiting for one event loop, delivered by one wake-up of that loop."""
 
-    __slots__ = ("loop", "results", "wakeup_pending")
+    __slots__ = (
+        "handing_over",
+        "in_flight",
+        "lone_calls",
+        "loop",
+        "results",
+        "wakeup",
+        "wakeup_pending",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.results: deque[tuple[asyncio.Future[Any], Optional[BaseException], Any]] = deque()
+        self.results: deque[_Result] = deque()
         self.wakeup_pending = False
+        #: Calls of this loop not yet delivered, and how many calls in a row found no other
+        #: in flight; both only touched by the loop's thread.
+        self.in_flight = 0
+        self.lone_calls = 0
+        #: Set while the loop's thread hands a call to the express worker (under the lock).
+        self.handing_over = False
+        #: None where the loop cannot watch a descriptor (e.g. the Windows proactor loop).
+        self.wakeup: Optional[_Wakeup] = None
+
+    def notify(self, deliver: Callable[[_Inbox], None], wakeup: Optional[_Wakeup]) -> None:
+        """Wake the loop from a worker thread so that it runs `deliver(self)`.
+
+        With `wakeup` (read under the dispatcher's lock) the write releases the GIL; without,
+        `call_soon_threadsafe` wakes the loop and the worker keeps the GIL.
+        """
+        if self.loop.is_closed():
+            return  # nobody awaits the results any more
+        if wakeup is not None:
+            wakeup.set()
+            return
+        try:
+            self.loop.call_soon_threadsafe(deliver, self)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
 
 
 class CallDispatcher:
-    """A small thread pool for sync calls made from event loops."""
+    """A small thread pool for sync calls made from event loops.
+
+    Two ways to a worker thread:
+
+    - The express worker takes a loop's call when no other call of that loop is in flight
+      (one session stepping in lock-step, the latency case). It sleeps on a descriptor and
+      hands results back through one, so each wake-up releases the GIL on the way (see the
+      module docstring).
+    - Everything else goes through a `SimpleQueue` to the pool. While the loop is busy, its
+      calls then queue up, workers take the GIL when the loop lets go of it, and results come
+      back in batches (the throughput case).
+    """
 
     def __init__(self, max_threads: int, name: str = "openenv-env") -> None:
         if max_threads < 1:
             raise ValueError("max_threads must be at least 1")
-        self._max = max_threads
+        # With one thread allowed, every call must run on the same thread: no express worker.
+        self._express_allowed = max_threads > 1
+        self._max = max_threads - 1 if self._express_allowed else max_threads
         self._name = name
         self._calls: SimpleQueue[Any] = SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._idle = 0
         self._lock = threading.Lock()
         self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
+        self._express: Optional[_Express] = None
         self._closed = False
+        #: Every descriptor made; closed by the finalizer (workers and loops hold `self`).
+        self._wakeups: list[_Wakeup] = []
+        weakref.finalize(self, _close_all, self._wakeups)
 
     @property
     def threads(self) -> int:
-        return len(self._threads)
+        return len(self._threads) + (self._express is not None)
 
     def run(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
         """Schedule `fn()` on a worker; the returned future resolves on the calling loop."""
@@ -56,19 +169,70 @@ class CallDispatcher:
         loop = asyncio.get_running_loop()
         inbox = self._inboxes.get(loop)
         if inbox is None:
-            # A new loop (an app restarted in tests, say): forget the loops that are gone.
-            for old in [old for old in self._inboxes if old.is_closed()]:
-                del self._inboxes[old]
-            inbox = self._inboxes.setdefault(loop, _Inbox(loop))
+            inbox = self._open_inbox(loop)
         future = loop.create_future()
+        item = (inbox, future, fn)
+        inbox.in_flight += 1
+        if inbox.in_flight > 1:
+            inbox.lone_calls = 0
+        else:
+            inbox.lone_calls += 1
+            if (
+                inbox.lone_calls > _LONE_CALLS_FOR_EXPRESS
+                and self._express_allowed
+                and self._run_express(inbox, item)
+            ):
+                return future
         with self._lock:
             spawn = self._idle == 0 and len(self._threads) < self._max
             if not spawn:
                 self._idle -= 1
-        self._calls.put((inbox, future, fn))
+        self._calls.put(item)
         if spawn:
             self._spawn()
         return future
+
+    def _run_express(self, inbox: _Inbox, item: Any) -> bool:
+        express = self._express
+        if express is None:
+            express = self._express = _Express()
+            self._wakeups.append(express.wakeup)
+            express.thread = threading.Thread(
+                target=self._express_work, args=(express,), name=f"{self._name}-x", daemon=True
+            )
+            express.thread.start()
+        with self._lock:
+            if not express.idle:
+                return False
+            express.idle = False
+        express.item = item
+        # The write releases the GIL, so the worker often runs the call before the write
+        # returns. It then leaves the result without waking the loop, the result is set here
+        # and the caller's await does not suspend.
+        inbox.handing_over = True
+        express.wakeup.set()
+        with self._lock:
+            inbox.handing_over = False
+            ready = bool(inbox.results)
+        if ready:
+            self._set_results(inbox)
+        return True
+
+    def _open_inbox(self, loop: asyncio.AbstractEventLoop) -> _Inbox:
+        # A new loop (an app restarted in tests, say): forget the loops that are gone.
+        for old in [old for old in self._inboxes if old.is_closed()]:
+            del self._inboxes[old]
+        inbox = _Inbox(loop)
+        wakeup = _Wakeup(nonblocking=True)
+        self._wakeups.append(wakeup)
+        try:
+            loop.add_reader(wakeup.read_fd, self._deliver, inbox)
+        except NotImplementedError:
+            pass
+        else:
+            inbox.wakeup = wakeup
+        self._inboxes[loop] = inbox
+        return inbox
 
     def _spawn(self) -> None:
         thread = threading.Thread(
@@ -84,27 +248,46 @@ class CallDispatcher:
             if item is _STOP:
                 return
             inbox, future, fn = item
-            try:
-                result, error = fn(), None
-            except BaseException as exc:
-                result, error = None, exc
-            inbox.results.append((future, error, result))
+            inbox.results.append(_call(future, fn))
             with self._lock:
                 self._idle += 1
                 wake = not inbox.wakeup_pending
                 inbox.wakeup_pending = True
-            if wake and not inbox.loop.is_closed():
-                try:
-                    inbox.loop.call_soon_threadsafe(self._deliver, inbox)
-                except RuntimeError:  # the loop closed meanwhile: nobody awaits the result
-                    pass
+            if wake:
+                inbox.notify(self._deliver, None)
+
+    def _express_work(self, express: _Express) -> None:
+        while True:
+            express.wakeup.wait()
+            item, express.item = express.item, None
+            if item is _STOP:
+                return
+            inbox, future, fn = item
+            inbox.results.append(_call(future, fn))
+            with self._lock:
+                wake = not inbox.wakeup_pending and not inbox.handing_over
+                inbox.wakeup_pending = wake or inbox.wakeup_pending
+                wakeup = inbox.wakeup
+                stop = self._closed
+                # Idle before the loop hears of the result, so that its next call finds us.
+                express.idle = not stop
+            if wake:
+                inbox.notify(self._deliver, wakeup)
+            if stop:
+                return
 
     def _deliver(self, inbox: _Inbox) -> None:
+        if inbox.wakeup is not None:
+            inbox.wakeup.wait()
+        self._set_results(inbox)
+
+    def _set_results(self, inbox: _Inbox) -> None:
         with self._lock:
             inbox.wakeup_pending = False
         results = inbox.results
         while results:
             future, error, result = results.popleft()
+            inbox.in_flight -= 1
             if future.cancelled():
                 continue
             if error is not None:
@@ -113,7 +296,49 @@ class CallDispatcher:
                 future.set_result(result)
 
     def shutdown(self) -> None:
-        """Let the workers finish what they run and stop; calls still queued are dropped."""
+        """Refuse new calls; workers finish the calls already queued, then stop.
+
+        The descriptors are closed when the dispatcher is garbage: by then no worker thread
+        and no loop can use them.
+        """
         self._closed = True
         for _ in self._threads:
             self._calls.put(_STOP)
+        express = self._express
+        if express is not None:
+            with self._lock:
+                stop_now, express.idle = express.idle, False
+            if stop_now:
+                express.item = _STOP
+                express.wakeup.set()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for inbox in self._inboxes.values():
+            with self._lock:  # from here on, workers wake this loop with call_soon_threadsafe
+                wakeup, inbox.wakeup = inbox.wakeup, None
+            if wakeup is None or inbox.loop.is_closed():
+                continue
+            if inbox.loop is running:
+                self._stop_watching(inbox, wakeup)
+            else:
+                inbox.loop.call_soon_threadsafe(self._stop_watching, inbox, wakeup)
+
+    def _stop_watching(self, inbox: _Inbox, wakeup: _Wakeup) -> None:
+        inbox.loop.remove_reader(wakeup.read_fd)
+        if inbox.results:  # a worker may have written to the descriptor just before
+            self._set_results(inbox)
+
+
+def _call(future: asyncio.Future[Any], fn: Callable[[], Any]) -> _Result:
+    try:
+        return future, None, fn()
+    except BaseException as exc:
+        return future, exc, None
+
+
+def _close_all(wakeups: list[_Wakeup]) -> None:
+    for wakeup in wakeups:
+        wakeup.close()
+    wakeups.clear()
