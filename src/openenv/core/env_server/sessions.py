@@ -468,7 +468,8 @@ class SessionManager:
                 raise self._execution_error("step", exc) from exc
             session.step_count += 1
             obs = self._check_observation(obs, "step")
-            await score_step(env, action, obs, lambda fn: self._run(session, fn))
+            if getattr(env, "rubric", None) is not None:
+                await score_step(env, action, obs, lambda fn: self._run(session, fn))
             return obs
 
         return await self.call(session, work)
