@@ -875,6 +875,12 @@ def _has_modules(python: str, modules: list[str]) -> dict[str, bool]:
     return json.loads(out.stdout)
 
 
+#: What `uvicorn.run(app)` picks in a venv holding only what the published `openenv` requires
+#: (`uvicorn` without the `standard` extra: no uvloop, no httptools). OpenEnv's servers start
+#: that way (`uvicorn.run(app, host=..., port=...)`).
+AS_SHIPPED_UVICORN: dict[str, Any] = {"loop": "asyncio", "http": "h11", "ws": "auto"}
+
+
 def uvicorn_settings(pythons: list[str], log_level: str) -> tuple[dict[str, Any], list[str]]:
     """Our runner's uvicorn options, downgraded to what every interpreter has installed."""
     from openenv.core.env_server.runner import uvicorn_options
@@ -1412,6 +1418,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "write it with '=': --serve-args=--gc-freeze or "
         "--serve-args='--gc-freeze --gc-threshold 50000,50,1000'",
     )
+    p.add_argument(
+        "--openenv-uvicorn",
+        choices=("ours", "as-shipped"),
+        default="ours",
+        help="uvicorn options of OpenEnv's servers: 'ours' (our runner's, the same for every "
+        "server) or 'as-shipped' (uvicorn's defaults with what the published package installs: "
+        "no uvloop or httptools)",
+    )
     p.add_argument("--json", dest="json_out", help="also write the results to this JSON file")
     args = p.parse_args(argv)
     if not args.compare and not args.url:
@@ -1495,6 +1509,11 @@ def main(argv: list[str] | None = None) -> int:
             k: options[k] for k in ("loop", "http", "ws", "ws_per_message_deflate", "log_level")
         }
         console.print(f"uvicorn options for every server (one worker each): {shown}")
+        openenv_options = options
+        if args.openenv_uvicorn == "as-shipped":
+            openenv_options = dict(AS_SHIPPED_UVICORN, log_level=args.log_level)
+            meta["openenv_uvicorn"] = openenv_options
+            console.print(f"[yellow]except OpenEnv's servers, as shipped: {openenv_options}")
         for note in notes:
             console.print(f"[yellow]{note}")
         console.print(
@@ -1514,8 +1533,9 @@ def main(argv: list[str] | None = None) -> int:
 
         def start(key: str) -> Server:
             target = TARGETS[key]
+            served = openenv_options if target.impl == "openenv" else options
             return Server(
-                target, pythons[target.impl], options, server_cpus, max_envs, log_dir, serve_args
+                target, pythons[target.impl], served, server_cpus, max_envs, log_dir, serve_args
             )
 
         with progress:
