@@ -1,0 +1,52 @@
+"""The bench scripts still run end to end (tiny runs; the figures themselves are not checked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _run(*args: str, timeout: float = 240) -> str:
+    proc = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=BENCH
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_dispatch_hop_prints_every_way() -> None:
+    out = _run("dispatch_hop.py", "--calls", "300", "--callers", "4", "--repeat", "1")
+    for way in ("run_in_executor", "one thread", "CallDispatcher"):
+        assert way in out
+
+
+@pytest.mark.timeout(300)
+def test_bench_compares_our_plain_env_with_the_floor(tmp_path: Path) -> None:
+    report = tmp_path / "bench.json"
+    _run(
+        "bench.py",
+        "--compare",
+        "--only",
+        "floor,ours-plain",
+        "--phases",
+        "seq",
+        "--duration",
+        "0.3",
+        "--repeat",
+        "1",
+        "--json",
+        str(report),
+    )
+    report_data = json.loads(report.read_text())
+    for key in ("floor", "ours-plain"):
+        seq = report_data["results"][key]["ws_seq"]
+        assert seq["ok"] and seq["errors"] == 0 and seq["steps"] > 0, seq
+        assert 0 < seq["p50_us"] <= seq["p99_us"]
+    names = [target["name"] for target in report_data["targets"]]
+    assert "plain step p50 (sequential WS): ours / floor" in names
