@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 
@@ -176,3 +177,15 @@ async def test_shutdown_stops_an_express_worker_that_is_inside_a_call() -> None:
     thread = await running
     thread.join(5)
     assert not thread.is_alive()
+
+
+async def test_pipes_stand_in_where_there_is_no_eventfd(monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS has no eventfd: the wake-ups then go through pipes."""
+    monkeypatch.delattr(os, "eventfd", raising=False)
+    dispatcher = CallDispatcher(4)
+    await _warm_up(dispatcher)
+    names = [await dispatcher.run(lambda: threading.current_thread().name) for _ in range(20)]
+    assert all(name.endswith("-x") for name in names)
+    gathered = await asyncio.gather(*(dispatcher.run(lambda i=i: i) for i in range(50)))
+    assert gathered == list(range(50))
+    dispatcher.shutdown()
