@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from openenv.testing.live_server import stop_process
 from tests.support.server import REPO, free_port, wait_healthy
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
@@ -138,12 +139,7 @@ def serving(folder: Path, port: int, home: Path) -> Iterator[str]:
         wait_healthy(url, process)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_process(process)
 
 
 def _expected_prints(code: str) -> list[str]:

@@ -6,15 +6,14 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import httpx
+from openenv.testing.live_server import free_port, stop_process, wait_healthy
 
-from openenv.testing.live_server import free_port
+__all__ = ["REPO", "RunningServer", "free_port", "serve", "wait_healthy"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,22 +27,6 @@ class RunningServer:
     @property
     def ws_url(self) -> str:
         return self.url.replace("http://", "ws://") + "/ws"
-
-
-def wait_healthy(
-    url: str, process: Optional[subprocess.Popen] = None, timeout: float = 30.0
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"server exited with code {process.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"server at {url} did not become healthy in {timeout}s")
 
 
 @contextlib.contextmanager
@@ -81,9 +64,4 @@ def serve(
         wait_healthy(url, process)
         yield RunningServer(url=url, port=port, process=process)
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_process(process)

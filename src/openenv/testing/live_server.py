@@ -56,21 +56,19 @@ def running_server(
     process = subprocess.Popen(command, env=child_env)
     url = f"http://{host}:{port}"
     try:
-        _wait_healthy(url, process, startup_timeout)
+        wait_healthy(url, process, startup_timeout)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
-def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> None:
+def wait_healthy(
+    url: str, process: Optional[subprocess.Popen] = None, timeout: float = 30.0
+) -> None:
+    """Poll `url`/health until it answers 200; fail early if `process` exits meanwhile."""
     deadline = time.monotonic() + timeout
     while True:
-        if process.poll() is not None:
+        if process is not None and process.poll() is not None:
             raise RuntimeError(f"the server exited with code {process.returncode} while starting")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
@@ -78,3 +76,13 @@ def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the server at {url} was not healthy within {timeout} s")
         time.sleep(0.05)
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited within `timeout` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
