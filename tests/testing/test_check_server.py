@@ -89,13 +89,15 @@ def test_counter_server_passes(servers: dict[str, RunningServer]) -> None:
     report = check_server(servers["counter"].url)
     assert report.ok and not report.warnings, report
     for name in (
-        "health",
-        "metadata",
-        "schema",
-        "openapi_version",
-        "ws_reset",
-        "ws_step",
-        "ws_state",
+        "health_endpoint",
+        "mcp_endpoint",
+        "mode_endpoint_consistency",
+        "metadata_endpoint",
+        "schema_endpoint",
+        "openapi_version_available",
+        "reset",
+        "step",
+        "state",
         "determinism",
         "invalid_action_unknown_field",
         "invalid_action_wrong_type",
@@ -104,7 +106,7 @@ def test_counter_server_passes(servers: dict[str, RunningServer]) -> None:
         "http_stateless",
         "observation_schema",
         "state_schema",
-        "concurrent_sessions",
+        "isolation",
         "sessions_released",
     ):
         assert report[name].passed and not report[name].skipped, report[name]
@@ -140,7 +142,7 @@ def test_invalid_sample_actions_are_reported(servers: dict[str, RunningServer]) 
     result = report["sample_actions"]
     assert not result.passed
     assert "#1" in result.detail and "amount" in result.detail
-    assert report["ws_step"].skipped and report["concurrent_sessions"].skipped
+    assert report["step"].skipped and report["isolation"].skipped
 
 
 # -- broken servers -------------------------------------------------------------------------------
@@ -158,16 +160,16 @@ def test_nondeterministic_server_fails_determinism(servers: dict[str, RunningSer
 
 def test_shared_state_server_fails_concurrent_sessions(servers: dict[str, RunningServer]) -> None:
     report = run(url_of(servers, "shared"))
-    assert failed_names(report) == {"concurrent_sessions"}, report
-    detail = report["concurrent_sessions"].detail
+    assert failed_names(report) == {"isolation"}, report
+    detail = report["isolation"].detail
     assert "changed ANOTHER session's state" in detail
     assert "SUPPORTS_CONCURRENT_SESSIONS" in detail
 
 
 def test_dict_step_server_fails_ws_step(servers: dict[str, RunningServer]) -> None:
     report = run(url_of(servers, "dict_step"))
-    assert "ws_step" in failed_names(report), report
-    detail = report["ws_step"].detail
+    assert "step" in failed_names(report), report
+    detail = report["step"].detail
     assert "EXECUTION_ERROR" in detail
     assert "returned dict, expected an Observation" in detail
 
@@ -176,8 +178,8 @@ def test_unserializable_observation_server_fails_ws_step(
     servers: dict[str, RunningServer],
 ) -> None:
     report = run(url_of(servers, "unserializable"))
-    assert "ws_step" in failed_names(report), report
-    assert "not JSON serializable" in report["ws_step"].detail
+    assert "step" in failed_names(report), report
+    assert "not JSON serializable" in report["step"].detail
 
 
 def test_loose_action_server_fails_invalid_action(servers: dict[str, RunningServer]) -> None:
@@ -193,9 +195,9 @@ def test_unreachable_server() -> None:
     with pytest.raises(EnvCheckError) as info:
         check_server(url, timeout_s=2.0)
     report = info.value.report
-    assert report.names == ["health"]
-    assert "cannot reach" in report["health"].detail
-    assert "1 server check(s) failed" in str(info.value)
+    assert report.names == ["health_endpoint"]
+    assert "nothing answers at" in report["health_endpoint"].detail
+    assert "1 check(s) failed" in str(info.value)
 
 
 async def test_async_form_and_json_output(servers: dict[str, RunningServer]) -> None:
@@ -204,22 +206,22 @@ async def test_async_form_and_json_output(servers: dict[str, RunningServer]) -> 
     assert data["ok"] is True and data["kind"] == "server"
     assert data["target"] == servers["counter"].url
     names = [c["name"] for c in data["checks"]]
-    assert names[0] == "health" and "concurrent_sessions" in names
-    assert "3 of 3 steps" in report["ws_step"].detail
+    assert names[0] == "health" and "isolation" in names
+    assert "3 of 3 steps" in report["step"].detail
 
 
 def test_single_session_server(servers: dict[str, RunningServer]) -> None:
     report = check_server(url_of(servers, "single"))
     assert report.ok and not report.warnings, report
     assert report["http_session"].passed and not report["http_session"].skipped
-    result = report["concurrent_sessions"]
+    result = report["isolation"]
     assert result.skipped and "max_sessions=1" in result.detail
 
 
 def test_production_mode_server(servers: dict[str, RunningServer]) -> None:
     report = check_server(url_of(servers, "production"))
     assert report.ok and not report.warnings, report
-    assert report["ws_step"].passed and report["determinism"].passed
+    assert report["step"].passed and report["determinism"].passed
     assert report["http_session"].skipped and "production mode" in report["http_session"].detail
     assert report["http_stateless"].skipped
     assert "no HTTP /step" in report["invalid_action_unknown_field"].detail

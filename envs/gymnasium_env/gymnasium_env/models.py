@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from openenv.core.env_server.types import Action, Observation, State
 
@@ -20,6 +20,9 @@ SpaceValue = Union[int, float, str, list[Any], dict[str, Any]]
 class GymnasiumAction(Action):
     """One action of the served environment's action space, e.g. `1` for `Discrete(2)` or
     `[0.5]` for a 1-D `Box`. Checked against the space; an invalid one is a validation error."""
+
+    # Legal sample actions for the checkers: the default CartPole-v1 (docs/testing.md).
+    model_config = ConfigDict(json_schema_extra={"examples": [{"action": 0}, {"action": 1}]})
 
     action: SpaceValue
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import ConfigDict
+
 from openenv.core.env_server.types import Action, Observation, State
 
 Opponent = Literal["random", "first_legal"]
@@ -11,6 +13,12 @@ Opponent = Literal["random", "first_legal"]
 
 class OpenSpielAction(Action):
     """The agent's move: an action id taken from `observation.legal_actions`."""
+
+    # Legal sample actions for the checkers: a whole game of the default tic_tac_toe from
+    # reset(seed=0) (docs/testing.md).
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"action_id": 0}, {"action_id": 1}, {"action_id": 2}]}
+    )
 
     action_id: int
 

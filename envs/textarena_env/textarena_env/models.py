@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.core.env_server.types import Action, Observation, State
 
 
 class TextArenaAction(Action):
     """What the agent says, e.g. `"I will try [crane]"`: the game reads the move in brackets."""
+
+    # Legal sample actions for the checkers: Wordle guesses (docs/testing.md).
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"message": f"[{w}]"} for w in ("crane", "about", "water")]}
+    )
 
     message: str
 

@@ -1,28 +1,33 @@
-"""Results of an environment check: `CheckResult`, `CheckReport` and `EnvCheckError`."""
+"""The one result type of every check: `CheckResult`s in a `CheckReport`, `EnvCheckError`.
+
+`check_env`, `check_server` and `openenv validate` all fill a `CheckReport`; its JSON is
+OpenEnv's `validate --json` document (`criteria` with `id`, `description`, `passed`,
+`required`, `details`), so one reader handles all three.
+"""
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from openenv.core.env_server.errors import exception_message
+from typing import Any, Literal, Optional
 
 Severity = Literal["error", "warning"]
+
+#: What was checked: a class in-process, a running server, an environment folder.
+Kind = Literal["environment_class", "running_environment", "local_environment"]
 
 #: Longest detail shown in a text table line (`to_dict()` keeps the full text).
 _TABLE_DETAIL = 400
 
 
-@dataclass(frozen=True)
+@dataclass
 class CheckResult:
     """The outcome of one check.
 
-    `severity` says what a failure means: `"error"` makes the report fail, `"warning"` is
-    reported but does not. A skipped check (`skipped=True`) could not run (e.g. the episode never
-    ended, so behaviour after `done` was not observed); it counts as passed and `detail` says why.
+    A failed check of severity `"error"` fails the report; a failed `"warning"` does not. A
+    skipped check could not run (e.g. no episode ended); it counts as passed and `detail` says
+    why. `expected` / `actual` are set where a value was compared.
     """
 
     name: str
@@ -30,6 +35,9 @@ class CheckResult:
     detail: str = ""
     severity: Severity = "error"
     skipped: bool = False
+    description: str = ""
+    expected: Any = None
+    actual: Any = None
 
     @property
     def status(self) -> str:
@@ -42,29 +50,40 @@ class CheckResult:
 
     @property
     def is_failure(self) -> bool:
-        """True when this result makes the report fail."""
         return not self.passed and self.severity == "error"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
+        data: dict[str, Any] = {
+            "id": self.name,
+            "description": self.description or self.name,
             "passed": self.passed,
+            "required": self.severity == "error",
             "status": self.status,
-            "severity": self.severity,
-            "skipped": self.skipped,
-            "detail": self.detail,
         }
+        for key, value in (("details", self.detail), ("expected", self.expected)):
+            if value not in (None, ""):
+                data[key] = value
+        if self.actual is not None:
+            data["actual"] = self.actual
+        if self.skipped:
+            data["skipped"] = True
+        return data
 
 
 @dataclass
 class CheckReport:
-    """Every check run against one environment (`kind="env"`) or server (`kind="server"`)."""
+    """Every check run against one environment class, server or folder."""
 
     target: str
-    kind: str = "env"
+    kind: Kind = "environment_class"
     results: list[CheckResult] = field(default_factory=list)
-
-    # -- building -------------------------------------------------------------------------
+    environment: Optional[str] = None
+    mode: Optional[str] = None
+    standard_version: str = "unknown"
+    standard_profile: str = "openenv-http/unknown"
+    deployment_modes: Optional[dict[str, Any]] = None
+    #: Set when nothing answered at the URL: the one thing the user needs to hear.
+    unreachable: Optional[str] = None
 
     def add(
         self,
@@ -74,31 +93,15 @@ class CheckReport:
         severity: Severity = "error",
         *,
         skipped: bool = False,
+        description: str = "",
+        expected: Any = None,
+        actual: Any = None,
     ) -> CheckResult:
-        result = CheckResult(name, bool(passed), detail, severity, skipped)
+        result = CheckResult(
+            name, bool(passed), detail, severity, skipped, description, expected, actual
+        )
         self.results.append(result)
         return result
-
-    def passed(self, name: str, detail: str = "", severity: Severity = "error") -> CheckResult:
-        return self.add(name, True, detail, severity)
-
-    def failed(self, name: str, detail: str, severity: Severity = "error") -> CheckResult:
-        return self.add(name, False, detail, severity)
-
-    async def guard(self, name: str, work: Any, *args: Any) -> Any:
-        """Run one check; if the checker itself hits an unexpected error, report it as a
-        failure of that check instead of aborting the whole run."""
-        try:
-            result = work(*args)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        except Exception as exc:
-            self.failed(name, f"the check could not complete: {exception_message(exc)}")
-            return None
-
-    def skipped(self, name: str, reason: str, severity: Severity = "error") -> CheckResult:
-        return self.add(name, True, f"skipped: {reason}", severity, skipped=True)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -120,10 +123,7 @@ class CheckReport:
         return [r.name for r in self.results]
 
     def get(self, name: str) -> CheckResult | None:
-        for result in self.results:
-            if result.name == name:
-                return result
-        return None
+        return next((r for r in self.results if r.name == name), None)
 
     def __getitem__(self, name: str) -> CheckResult:
         result = self.get(name)
@@ -140,29 +140,42 @@ class CheckReport:
     def __len__(self) -> int:
         return len(self.results)
 
-    def summary(self) -> dict[str, int]:
-        counts = {"pass": 0, "fail": 0, "warn": 0, "skip": 0}
-        for result in self.results:
-            counts[result.status] += 1
+    def summary(self) -> dict[str, Any]:
+        required = [r for r in self.results if r.severity == "error"]
         return {
-            "passed": counts["pass"],
-            "failed": counts["fail"],
-            "warnings": counts["warn"],
-            "skipped": counts["skip"],
+            "passed_count": sum(r.passed for r in self.results),
+            "total_count": len(self.results),
+            "failed_criteria": [r.name for r in self.results if not r.passed],
+            "required_passed_count": sum(r.passed for r in required),
+            "required_total_count": len(required),
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (what `openenv validate --json` prints)."""
-        return {
-            "target": self.target,
-            "kind": self.kind,
-            "ok": self.ok,
-            "summary": self.summary(),
-            "checks": [r.to_dict() for r in self.results],
-        }
+        """OpenEnv's `validate --json` document (plus `mode` for a folder that was run)."""
+        data: dict[str, Any] = {"target": self.target}
+        if self.kind != "running_environment":
+            data["environment"] = self.environment
+        data.update(
+            validation_type=self.kind,
+            standard_version=self.standard_version,
+            standard_profile=self.standard_profile,
+        )
+        if self.kind == "running_environment" or self.mode is not None:
+            data["mode"] = self.mode
+        data.update(
+            passed=self.ok,
+            summary=self.summary(),
+            criteria=[r.to_dict() for r in self.results],
+        )
+        if self.kind == "local_environment":
+            data["issues"] = [
+                f"{r.name}: {r.detail or r.description}" for r in self.results if not r.passed
+            ]
+            data["deployment_modes"] = self.deployment_modes or {}
+        return data
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+        return json.dumps(self.to_dict(), indent=indent, default=str)
 
     def raise_for_failures(self) -> CheckReport:
         """Raise `EnvCheckError` listing every failed check; return the report otherwise."""
@@ -175,10 +188,11 @@ class CheckReport:
     def headline(self) -> str:
         s = self.summary()
         verdict = "OK" if self.ok else "FAILED"
-        what = "check_env" if self.kind == "env" else "check_server"
+        failed = len(self.failures)
+        skipped = sum(r.skipped for r in self.results)
         return (
-            f"{what} {self.target}: {verdict} ({s['passed']} passed, {s['failed']} failed, "
-            f"{s['warnings']} warnings, {s['skipped']} skipped)"
+            f"{self.environment or self.target}: {verdict} ({s['passed_count'] - skipped} passed, "
+            f"{failed} failed, {len(self.warnings)} warnings, {skipped} skipped)"
         )
 
     def __str__(self) -> str:
@@ -190,19 +204,26 @@ class CheckReport:
             lines.append(f"  {r.status.upper():4}  {r.name:<{width}}  {detail}".rstrip())
         return "\n".join(lines)
 
-    def __rich__(self) -> Any:
-        """A rich Table (`rich.print(report)`)."""
+    def table(self, verbose: bool = True) -> Any:
+        """A rich Table; without `verbose`, passing checks show what was checked, not details."""
+        from rich.markup import escape
         from rich.table import Table
 
         styles = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
-        table = Table(title=self.headline(), title_justify="left", show_lines=False)
+        table = Table(title=escape(self.headline()), title_justify="left")
         table.add_column("status", no_wrap=True)
         table.add_column("check", no_wrap=True)
-        table.add_column("detail", overflow="fold")
+        table.add_column("what was checked / what is wrong", overflow="fold")
         for r in self.results:
-            style = styles[r.status]
-            table.add_row(f"[{style}]{r.status.upper()}[/]", r.name, r.detail)
+            if r.status == "pass" and not (verbose and r.detail):
+                text = f"[dim]{escape(r.description or r.name)}[/]"
+            else:
+                text = escape(r.detail or r.description)
+            table.add_row(f"[{styles[r.status]}]{r.status.upper()}[/]", r.name, text)
         return table
+
+    def __rich__(self) -> Any:
+        return self.table()
 
 
 class EnvCheckError(AssertionError):
@@ -214,13 +235,11 @@ class EnvCheckError(AssertionError):
     def __init__(self, report: CheckReport) -> None:
         self.report = report
         self.failures = report.failures
-        what = "environment" if report.kind == "env" else "server"
-        lines = [f"{len(self.failures)} {what} check(s) failed for {report.target}:"]
+        lines = [f"{len(self.failures)} check(s) failed for {report.target}:"]
         for r in self.failures:
             detail = r.detail.replace("\n", "\n      ")
             lines.append(f"  - {r.name}: {detail}")
         if report.warnings:
             lines.append("Warnings:")
-            for r in report.warnings:
-                lines.append(f"  - {r.name}: {r.detail}")
+            lines.extend(f"  - {r.name}: {r.detail}" for r in report.warnings)
         super().__init__("\n".join(lines))

@@ -1,6 +1,9 @@
 """Sample actions generated from JSON Schemas, and deliberately invalid variants of them.
 
-Generation strategy (deterministic: sample `i` is always the same value):
+Environments whose legal actions a schema cannot tell (moves of a game, words of a puzzle)
+declare them as the action model's JSON Schema `examples`, a legal line of play from
+`reset(seed=0)`; the checker plays those instead of generating any (see `declared_samples` and
+docs/testing.md). Otherwise they are generated (deterministic: sample `i` is always the same):
 
 - only **required** fields are filled (optional fields keep their defaults, so flags such as
   `fail: bool = False` are never switched on); `metadata` is never filled;
@@ -222,6 +225,18 @@ def sample_object(
     return out
 
 
+def declared_samples(action_schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sample actions an action schema declares: its top-level `examples` that are objects.
+
+    Declare them on the model, so that `/schema` publishes them and every driver sees them::
+
+        class MoveAction(Action):
+            model_config = ConfigDict(json_schema_extra={"examples": [{"move": "e2e4"}]})
+    """
+    examples = action_schema.get("examples")
+    return [e for e in examples if isinstance(e, dict)] if isinstance(examples, list) else []
+
+
 def sample_actions_from_schema(action_schema: dict[str, Any], count: int) -> list[dict[str, Any]]:
     """`count` action payloads (wire dicts) for an action JSON Schema."""
     return [sample_object(action_schema, i) for i in range(count)]
@@ -323,8 +338,3 @@ def missing_field_probe(
             continue
         return name, {k: v for k, v in base.items() if k != name}
     return None
-
-
-def describe(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -2,425 +2,47 @@
 
 An environment folder is checked for what deployment needs (manifest, pyproject entry point,
 package layout, `main()` guard, Dockerfile, README front matter), then served and checked over
-the wire; a running server is checked for OpenEnv's endpoint criteria plus real episodes
-(`check_server`). Both give a `ValidationReport` whose JSON matches OpenEnv's `validate --json`.
+the wire by the same checker as `check_server`; a running server gets `check_server` alone.
+Both give a `CheckReport`, whose JSON is OpenEnv's `validate --json` document.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Optional
-
-import httpx
 
 from openenv.core.env_server.errors import exception_message
 from openenv.core.manifest import MANIFEST_NAME, EnvManifest, ManifestError, split_front_matter
 from openenv.core.manifest import load_manifest as _load_manifest
+from openenv.core.utils import run_coroutine_sync
 
-from ._jsonutil import short
-from .env_checker import DEFAULT_STEPS
-from .live_server import free_port
+from .api import acheck_server
+from .checks import DEFAULT_STEPS
+from .live_server import free_port, wait_healthy
 from .report import CheckReport
-from .server_checker import check_server
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-LOCAL = "local_environment"
-RUNNING = "running_environment"
-
 #: Dependency names that provide the openenv runtime (`openenv-core` is OpenEnv's legacy name).
 OPENENV_DISTRIBUTIONS = frozenset({"openenv", "openenv-core"})
-
-#: OpenEnv's runtime criteria (same ids), in the order they are checked.
-ENDPOINT_CRITERIA = {
-    "openapi_version_available": "GET /openapi.json has a string info.version",
-    "health_endpoint": "GET /health answers 200 with status healthy",
-    "metadata_endpoint": "GET /metadata answers 200 with a string name and description",
-    "schema_endpoint": "GET /schema answers 200 with action, observation and state schemas",
-    "mcp_endpoint": "POST /mcp answers JSON-RPC 2.0",
-    "mode_endpoint_consistency": (
-        "simulation mode serves /reset, /step and /state over HTTP; production mode none of them"
-    ),
-}
-
-#: check_server checks that repeat one of OpenEnv's endpoint criteria exactly.
-_DUPLICATE_CHECKS = frozenset({"health"})
-
-_CHECK_DESCRIPTIONS = {
-    "metadata": "GET /metadata is a valid EnvironmentMetadata",
-    "schema": "each schema of GET /schema is a valid JSON Schema",
-    "openapi_version": "the OpenAPI info.version is a 1.x protocol version",
-    "mcp_tools": "MCP tools/list answers the same over POST /mcp and /ws (MCP environments)",
-    "sample_actions": "sample actions can be built that match the action schema",
-    "ws_reset": "reset(seed) over the WebSocket /ws answers an observation",
-    "ws_step": "step(action) over /ws answers every sample action",
-    "ws_state": "state over /ws is a State with step_count",
-    "determinism": "the same seed and actions give the same episode",
-    "step_after_done": "a step after done is refused or stays done",
-    "invalid_action_unknown_field": "an action with an unknown field is rejected (/ws and HTTP)",
-    "invalid_action_wrong_type": "an action with a wrongly typed field is rejected",
-    "invalid_action_missing_field": "an action without a required field is rejected",
-    "http_session": "an HTTP session (X-OpenEnv-Session-Id) runs a full episode and closes",
-    "transport_consistency": "the same seeded episode is identical over /ws and HTTP",
-    "http_stateless": "POST /reset without a session answers, as in OpenEnv",
-    "observation_schema": "observations on the wire match the published observation schema",
-    "state_schema": "states on the wire match the published state schema",
-    "concurrent_sessions": "two concurrent sessions do not share state",
-    "sessions_released": "every session the checker opened was released",
-}
 
 _DIST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-# -- reports ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Criterion:
-    """One validation criterion. A failed criterion with `required=False` is a warning."""
-
-    id: str
-    description: str
-    passed: bool
-    required: bool = True
-    details: str = ""
-    expected: Any = None
-    actual: Any = None
-    skipped: bool = False
-
-    @property
-    def status(self) -> str:
-        """One of `pass`, `fail`, `warn` (a failed optional criterion) and `skip`."""
-        if self.skipped:
-            return "skip"
-        if self.passed:
-            return "pass"
-        return "fail" if self.required else "warn"
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "id": self.id,
-            "description": self.description,
-            "passed": self.passed,
-            "required": self.required,
-        }
-        if self.details:
-            data["details"] = self.details
-        if self.expected is not None:
-            data["expected"] = self.expected
-        if self.actual is not None:
-            data["actual"] = self.actual
-        if self.skipped:
-            data["skipped"] = True
-        return data
-
-
-@dataclass
-class ValidationReport:
-    """Every criterion checked for one folder (`local_environment`) or URL
-    (`running_environment`)."""
-
-    target: str
-    validation_type: str
-    standard_version: str
-    standard_profile: str
-    criteria: list[Criterion] = field(default_factory=list)
-    environment: Optional[str] = None
-    mode: Optional[str] = None
-    deployment_modes: Optional[dict[str, Any]] = None
-    #: Set when nothing answered at the URL: the one thing the user needs to hear.
-    unreachable: Optional[str] = None
-
-    def add(self, criterion: Criterion) -> Criterion:
-        self.criteria.append(criterion)
-        return criterion
-
-    @property
-    def passed(self) -> bool:
-        return all(c.passed for c in self.criteria if c.required)
-
-    @property
-    def failures(self) -> list[Criterion]:
-        return [c for c in self.criteria if c.required and not c.passed]
-
-    @property
-    def warnings(self) -> list[Criterion]:
-        return [c for c in self.criteria if not c.required and not c.passed]
-
-    @property
-    def ids(self) -> list[str]:
-        return [c.id for c in self.criteria]
-
-    def get(self, criterion_id: str) -> Optional[Criterion]:
-        return next((c for c in self.criteria if c.id == criterion_id), None)
-
-    def __getitem__(self, criterion_id: str) -> Criterion:
-        found = self.get(criterion_id)
-        if found is None:
-            raise KeyError(f"no criterion {criterion_id!r}; checked: {', '.join(self.ids)}")
-        return found
-
-    def summary(self) -> dict[str, Any]:
-        required = [c for c in self.criteria if c.required]
-        return {
-            "passed_count": sum(c.passed for c in self.criteria),
-            "total_count": len(self.criteria),
-            "failed_criteria": [c.id for c in self.criteria if not c.passed],
-            "required_passed_count": sum(c.passed for c in required),
-            "required_total_count": len(required),
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `--json` document (OpenEnv's keys, plus `mode` for a folder that was run)."""
-        data: dict[str, Any] = {"target": self.target}
-        if self.validation_type == LOCAL:
-            data["environment"] = self.environment
-        data.update(
-            validation_type=self.validation_type,
-            standard_version=self.standard_version,
-            standard_profile=self.standard_profile,
-        )
-        if self.validation_type == RUNNING or self.mode is not None:
-            data["mode"] = self.mode
-        data.update(
-            passed=self.passed,
-            summary=self.summary(),
-            criteria=[c.to_dict() for c in self.criteria],
-        )
-        if self.validation_type == LOCAL:
-            data["issues"] = [
-                f"{c.id}: {c.details or c.description}" for c in self.criteria if not c.passed
-            ]
-            data["deployment_modes"] = self.deployment_modes or {}
-        return data
-
-    def to_json(self, indent: Optional[int] = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, default=str)
-
-
 # -- a running server --------------------------------------------------------------------------
-
-
-def _request(http: httpx.Client, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-    """(status, JSON body or text); raises httpx errors for the caller to report."""
-    response = http.request(method, path, **kwargs)
-    try:
-        return response.status_code, response.json()
-    except ValueError:
-        return response.status_code, response.text
-
-
-def _endpoint(
-    report: ValidationReport,
-    criterion_id: str,
-    expected: Any,
-    probe: Callable[[], tuple[bool, Any, str]],
-) -> None:
-    """Run one endpoint probe `() -> (passed, actual, details)`; a transport error fails it."""
-    try:
-        passed, actual, details = probe()
-    except httpx.HTTPError as exc:
-        passed, actual, details = False, None, f"request failed: {exception_message(exc)}"
-    description = ENDPOINT_CRITERIA[criterion_id]
-    report.add(Criterion(criterion_id, description, passed, True, details, expected, actual))
-
-
-def _endpoint_criteria(report: ValidationReport, http: httpx.Client) -> None:
-    """OpenEnv's six runtime criteria, with its ids."""
-    openapi: dict[str, Any] = {}
-
-    def openapi_probe() -> tuple[bool, Any, str]:
-        status, body = _request(http, "GET", "/openapi.json")
-        if status == 200 and isinstance(body, dict):
-            openapi.update(body)
-        info = body.get("info") if isinstance(body, dict) else None
-        version = info.get("version") if isinstance(info, dict) else None
-        ok = status == 200 and isinstance(version, str)
-        details = f"info.version is {version!r}" if ok else f"GET /openapi.json -> {status}"
-        if not ok:
-            details += f" {short(body, 200)}; FastAPI apps publish info.version"
-        return ok, {"status_code": status, "version": version}, details
-
-    def health_probe() -> tuple[bool, Any, str]:
-        status, body = _request(http, "GET", "/health")
-        state = body.get("status") if isinstance(body, dict) else None
-        ok = status == 200 and state == "healthy"
-        details = f"GET /health -> {status} {short(body, 200)}"
-        return ok, {"status_code": status, "status": state}, details
-
-    def metadata_probe() -> tuple[bool, Any, str]:
-        status, body = _request(http, "GET", "/metadata")
-        name = body.get("name") if isinstance(body, dict) else None
-        description = body.get("description") if isinstance(body, dict) else None
-        ok = status == 200 and isinstance(name, str) and isinstance(description, str)
-        details = (
-            f"{name}: {short(description, 100)}"
-            if ok
-            else f"GET /metadata -> {status} {short(body, 200)}; name and description must be "
-            "strings"
-        )
-        return ok, {"status_code": status, "name": name, "description": description}, details
-
-    def schema_probe() -> tuple[bool, Any, str]:
-        status, body = _request(http, "GET", "/schema")
-        kinds = {
-            key: type(body.get(key)).__name__ if isinstance(body, dict) else None
-            for key in ("action", "observation", "state")
-        }
-        ok = status == 200 and all(kind == "dict" for kind in kinds.values())
-        missing = [key for key, kind in kinds.items() if kind != "dict"]
-        details = (
-            "GET /schema has action, observation and state schemas"
-            if ok
-            else f"GET /schema -> {status}; not an object: {', '.join(missing) or '(body)'}"
-        )
-        return ok, {"status_code": status, **kinds}, details
-
-    def mcp_probe() -> tuple[bool, Any, str]:
-        status, body = _request(http, "POST", "/mcp", json={})
-        version = body.get("jsonrpc") if isinstance(body, dict) else None
-        ok = status == 200 and version == "2.0"
-        details = (
-            "POST /mcp answers JSON-RPC 2.0"
-            if ok
-            else f"POST /mcp -> {status} {short(body, 200)}; expected a JSON-RPC 2.0 reply"
-        )
-        return ok, {"status_code": status, "jsonrpc": version}, details
-
-    _endpoint(
-        report,
-        "openapi_version_available",
-        {"status_code": 200, "version": "a string"},
-        openapi_probe,
-    )
-    _endpoint(
-        report,
-        "health_endpoint",
-        {"status_code": 200, "status": "healthy"},
-        health_probe,
-    )
-    _endpoint(
-        report,
-        "metadata_endpoint",
-        {"status_code": 200, "name": "a string", "description": "a string"},
-        metadata_probe,
-    )
-    _endpoint(
-        report,
-        "schema_endpoint",
-        {"status_code": 200, "action": "dict", "observation": "dict", "state": "dict"},
-        schema_probe,
-    )
-    _endpoint(
-        report,
-        "mcp_endpoint",
-        {"status_code": 200, "jsonrpc": "2.0"},
-        mcp_probe,
-    )
-
-    version = (openapi.get("info") or {}).get("version")
-    # A running server's standard is its protocol version; a folder's stays "local" (OpenEnv's).
-    if isinstance(version, str) and report.validation_type == RUNNING:
-        report.standard_version = version
-        major = version.split(".", 1)[0]
-        report.standard_profile = f"openenv-http/{major}.x"
-    report.mode, criterion = mode_criterion(openapi)
-    report.add(criterion)
-
-
-def mode_criterion(openapi: dict[str, Any]) -> tuple[Optional[str], Criterion]:
-    """The server's mode read from its OpenAPI paths, and whether its HTTP routes agree:
-    simulation has /reset, /step and /state; production has none of them."""
-    description = ENDPOINT_CRITERIA["mode_endpoint_consistency"]
-    paths = openapi.get("paths")
-    if not isinstance(paths, dict):
-        details = "no OpenAPI paths to read the mode from (see openapi_version_available)"
-        return None, Criterion("mode_endpoint_consistency", description, False, details=details)
-    present = sorted(p for p in ("/reset", "/step", "/state") if p in paths)
-    mode = "simulation" if "/reset" in paths else "production"
-    expected = ["/reset", "/state", "/step"] if mode == "simulation" else []
-    ok = present == expected
-    details = f"{mode} mode: HTTP routes {present or 'none'}"
-    if not ok:
-        details += f"; expected {expected or 'none'} (a partial set confuses clients)"
-    criterion = Criterion(
-        "mode_endpoint_consistency",
-        description,
-        ok,
-        details=details,
-        expected={"mode": mode, "paths": expected},
-        actual={"mode": mode, "paths": present},
-    )
-    return mode, criterion
-
-
-def _episode_criteria(report: ValidationReport, checks: CheckReport) -> None:
-    """Each `check_server` check as a criterion: errors are required, warnings are not."""
-    for result in checks:
-        if result.name in _DUPLICATE_CHECKS:
-            continue
-        existing = report.get(result.name)
-        if existing is not None:  # one id per criterion: merge a check reported twice
-            existing.passed = existing.passed and result.passed
-            existing.skipped = existing.skipped and result.skipped
-            existing.details = "; ".join(d for d in (existing.details, result.detail) if d)
-            continue
-        report.add(
-            Criterion(
-                result.name,
-                _CHECK_DESCRIPTIONS.get(result.name, f"check_server: {result.name}"),
-                result.passed,
-                result.severity == "error",
-                result.detail,
-                skipped=result.skipped,
-            )
-        )
-
-
-def _run_runtime_criteria(
-    report: ValidationReport, base_url: str, timeout_s: float, episodes: bool, steps: int
-) -> None:
-    with httpx.Client(base_url=base_url, timeout=timeout_s, follow_redirects=True) as http:
-        try:
-            http.get("/health")
-        except httpx.TransportError as exc:
-            reason = exception_message(exc)
-            report.unreachable = f"nothing answers at {base_url} ({reason})"
-            for criterion_id, description in ENDPOINT_CRITERIA.items():
-                report.add(Criterion(criterion_id, description, False, details=report.unreachable))
-            return
-        _endpoint_criteria(report, http)
-    if not episodes:
-        return
-    try:
-        checks = check_server(base_url, steps=steps, timeout_s=timeout_s, raise_on_failure=False)
-    except Exception as exc:  # the checker must not hide the endpoint criteria
-        report.add(
-            Criterion(
-                "episode_checks",
-                "check_server ran its episode checks",
-                False,
-                details=f"check_server could not run: {exception_message(exc)}",
-            )
-        )
-        return
-    _episode_criteria(report, checks)
 
 
 def normalize_url(url: str) -> str:
@@ -432,19 +54,18 @@ def normalize_url(url: str) -> str:
 
 
 def validate_running_environment(
-    url: str, timeout_s: float = 5.0, *, episodes: bool = True, steps: int = DEFAULT_STEPS
-) -> ValidationReport:
-    """Check a running server: OpenEnv's endpoint criteria, then (with `episodes`) every
-    `check_server` check as a criterion. `timeout_s` bounds each request."""
+    url: str,
+    timeout_s: float = 5.0,
+    *,
+    steps: int = DEFAULT_STEPS,
+    report: Optional[CheckReport] = None,
+) -> CheckReport:
+    """Every `check_server` check of a running server; `timeout_s` bounds each request.
+    With `report`, the checks are added to it (a folder's report, after its files)."""
     base = normalize_url(url)
-    report = ValidationReport(
-        target=base,
-        validation_type=RUNNING,
-        standard_version="unknown",
-        standard_profile="openenv-http/unknown",
+    return run_coroutine_sync(
+        acheck_server(base, steps=steps, timeout_s=timeout_s, raise_on_failure=False, report=report)
     )
-    _run_runtime_criteria(report, base, timeout_s, episodes, steps)
-    return report
 
 
 # -- an environment folder: files --------------------------------------------------------------
@@ -485,9 +106,9 @@ class _FolderChecker:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.report = ValidationReport(
+        self.report = CheckReport(
             target=str(root),
-            validation_type=LOCAL,
+            kind="local_environment",
             standard_version="local",
             standard_profile="openenv-local",
             environment=root.name,
@@ -506,9 +127,16 @@ class _FolderChecker:
         required: bool = True,
         expected: Any = None,
         actual: Any = None,
-    ) -> Criterion:
-        return self.report.add(
-            Criterion(criterion_id, description, passed, required, details, expected, actual)
+    ) -> None:
+        severity = "error" if required else "warning"
+        self.report.add(
+            criterion_id,
+            passed,
+            details,
+            severity,
+            description=description,
+            expected=expected,
+            actual=actual,
         )
 
     @property
@@ -535,7 +163,7 @@ class _FolderChecker:
         scripts = project.get("scripts") or {}
         return {str(k): str(v) for k, v in scripts.items()} if isinstance(scripts, dict) else {}
 
-    def run(self) -> ValidationReport:
+    def run(self) -> CheckReport:
         self.check_manifest()
         self.check_pyproject()
         self.check_entry_point()
@@ -854,7 +482,7 @@ class _FolderChecker:
         }
 
 
-def check_structure(path: Path | str) -> ValidationReport:
+def check_structure(path: Path | str) -> CheckReport:
     """The structural criteria of an environment folder (nothing is run)."""
     return _FolderChecker(Path(path).resolve()).run()
 
@@ -943,34 +571,22 @@ def serve_folder(root: Path | str, start_timeout_s: float = 60.0) -> Iterator[st
             **isolation,
         )
         try:
-            _wait_healthy(url, process, start_timeout_s, log)
+            try:
+                wait_healthy(url, process, start_timeout_s)
+            except RuntimeError:  # it exited
+                why = startup_error(_read(log))
+                message = f"the server exited with code {process.returncode} before answering"
+                raise ServerStartError(f"{message} /health: {why}") from None
+            except TimeoutError:
+                output = _read(log).strip().splitlines()
+                raise ServerStartError(
+                    f"{url}/health did not answer 200 within {start_timeout_s:g}s (last output: "
+                    f"{output[-1] if output else 'nothing'}); a slow environment may need a "
+                    "longer --start-timeout"
+                ) from None
             yield url
         finally:
             _stop(process)
-
-
-def _wait_healthy(
-    url: str, process: subprocess.Popen[bytes], timeout_s: float, log: IO[bytes]
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=1.0) as http:
-        while True:
-            if process.poll() is not None:
-                raise ServerStartError(
-                    f"the server exited with code {process.returncode} before answering "
-                    f"/health: {startup_error(_read(log))}"
-                )
-            with contextlib.suppress(httpx.HTTPError):
-                if http.get(f"{url}/health").status_code == 200:
-                    return
-            if time.monotonic() >= deadline:
-                output = _read(log).strip().splitlines()
-                last = output[-1] if output else "nothing"
-                raise ServerStartError(
-                    f"{url}/health did not answer 200 within {timeout_s:g}s (last output: "
-                    f"{last}); a slow environment may need a longer --start-timeout"
-                )
-            time.sleep(0.1)
 
 
 def validate_local_environment(
@@ -981,32 +597,26 @@ def validate_local_environment(
     start_timeout_s: float = 60.0,
     steps: int = DEFAULT_STEPS,
     progress: Optional[Callable[[str], None]] = None,
-) -> ValidationReport:
+) -> CheckReport:
     """Check an environment folder's files, then (with `run`) serve it on a loopback port and
     check it as a running environment; the server is always stopped before this returns."""
     report = check_structure(path)
     if not run:
         return report
     description = "the folder's server starts and answers /health"
-    blocker = report.get("manifest")
-    if blocker is not None and not blocker.passed:
-        report.add(
-            Criterion(
-                "server_starts",
-                description,
-                False,
-                details=f"not started: fix {MANIFEST_NAME} first (see manifest)",
-            )
-        )
+    manifest = report.get("manifest")
+    if manifest is not None and not manifest.passed:
+        detail = f"not started: fix {MANIFEST_NAME} first (see manifest)"
+        report.add("server_starts", False, detail, description=description)
         return report
     if progress:
         progress(f"Starting the server of {report.environment}")
     try:
         with serve_folder(report.target, start_timeout_s) as url:
-            report.add(Criterion("server_starts", description, True, details=f"served at {url}"))
+            report.add("server_starts", True, f"served at {url}", description=description)
             if progress:
                 progress(f"Checking {url}")
-            _run_runtime_criteria(report, url, timeout_s, True, steps)
+            validate_running_environment(url, timeout_s, steps=steps, report=report)
     except ServerStartError as exc:
-        report.add(Criterion("server_starts", description, False, details=str(exc)))
+        report.add("server_starts", False, str(exc), description=description)
     return report

@@ -15,9 +15,7 @@ import typer
 from .._output import console, fail, success
 
 if TYPE_CHECKING:
-    from openenv.testing.validation import ValidationReport
-
-_STYLES = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
+    from openenv.testing.report import CheckReport
 
 
 def _is_url(text: str) -> bool:
@@ -26,29 +24,6 @@ def _is_url(text: str) -> bool:
 
 def _valid_url(text: str) -> bool:
     return re.match(r"^https?://[^/\s]+", text) is not None
-
-
-def _table(report: ValidationReport, verbose: bool) -> Any:
-    """One row per criterion; details of passing ones only with --verbose."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    if report.validation_type == "local_environment":
-        title = f"{report.environment} ({report.target})"
-    else:
-        title = f"{report.target} ({report.mode or 'unknown'} mode, {report.standard_profile})"
-    table = Table(title=title, title_justify="left")
-    table.add_column("status", no_wrap=True)
-    table.add_column("criterion", no_wrap=True)
-    table.add_column("what was checked / what is wrong", overflow="fold")
-    for criterion in report.criteria:
-        status = criterion.status
-        if status == "pass" and not (verbose and criterion.details):
-            text = f"[dim]{escape(criterion.description)}[/]"
-        else:
-            text = escape(criterion.details or criterion.description)
-        table.add_row(f"[{_STYLES[status]}]{status.upper()}[/]", criterion.id, text)
-    return table
 
 
 @contextlib.contextmanager
@@ -68,13 +43,13 @@ def _sigterm_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _verdict(report: ValidationReport, json_output: bool) -> None:
+def _verdict(report: CheckReport, json_output: bool) -> None:
     """Say what passed, or exit 1 naming what failed and how to see why."""
     summary = report.summary()
     warnings = len(report.warnings)
     note = f", {warnings} warning{'s' if warnings != 1 else ''}" if warnings else ""
     name = report.environment or report.target
-    if report.passed:
+    if report.ok:
         success(
             f"{name}: every required criterion passed ({summary['required_passed_count']}/"
             f"{summary['required_total_count']}{note})"
@@ -85,7 +60,7 @@ def _verdict(report: ValidationReport, json_output: bool) -> None:
             report.unreachable,
             "Is the server running? Start it with `openenv serve` and check the host and port.",
         )
-    failed = [c.id for c in report.failures]
+    failed = [c.name for c in report.failures]
     where = "each criterion's details in the JSON" if json_output else "the table's last column"
     noun = "criterion" if len(failed) == 1 else "criteria"
     fail(
@@ -180,5 +155,5 @@ def register(app: typer.Typer) -> None:
         if json_output:
             typer.echo(report.to_json())
         elif not report.unreachable:  # one error line says it all
-            console.print(_table(report, verbose))
+            console.print(report.table(verbose))
         _verdict(report, json_output)
