@@ -1,22 +1,22 @@
 """`check_server`: real servers pass; servers of broken environments fail the matching check.
 
-Three uvicorn processes serve everything: the echo env, the counter app, and `multi_app` below,
-which mounts one app per environment of `test_check_env.py` under its own path prefix.
+One uvicorn process serves everything: `multi_app` below mounts the echo env, the counter app
+and one app per environment of `test_check_env.py`, each under its own path prefix.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fastapi import FastAPI
 
+from echo_env.server.app import app as echo_app
 from openenv.core.env_server import create_app
 from openenv.testing import CheckReport, EnvCheckError, acheck_server, check_server
 from tests.apps.counter import CounterAction
+from tests.apps.counter import app as counter_app
 from tests.support.server import RunningServer, free_port, serve
 from tests.testing.test_check_env import (
     CountAction,
@@ -32,6 +32,8 @@ from tests.testing.test_check_env import (
 )
 
 MOUNTED = {
+    "echo": echo_app,
+    "counter": counter_app,
     "good": create_app(GoodEnv, CountAction, CountObservation, env_name="good"),
     "nondeterministic": create_app(NondeterministicEnv, CountAction, CountObservation),
     "shared": create_app(SharedStateEnv, CountAction, CountObservation),
@@ -53,25 +55,15 @@ async def health() -> dict[str, str]:  # for tests.support.server.wait_healthy
 for _name, _app in MOUNTED.items():
     multi_app.mount(f"/{_name}", _app)
 
-APPS = {
-    "echo": "echo_env.server.app:app",
-    "counter": "apps.counter:app",
-    "multi": "tests.testing.test_check_server:multi_app",
-}
-
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, RunningServer]]:
-    """All three servers, started in parallel (start-up dominates this module's run time)."""
-    with contextlib.ExitStack() as stack, ThreadPoolExecutor(len(APPS)) as pool:
-        futures = {name: pool.submit(stack.enter_context, serve(app)) for name, app in APPS.items()}
-        yield {name: future.result() for name, future in futures.items()}
+def server() -> Iterator[RunningServer]:
+    with serve("tests.testing.test_check_server:multi_app") as running:
+        yield running
 
 
-def url_of(servers: dict[str, RunningServer], name: str) -> str:
-    if name in MOUNTED:
-        return f"{servers['multi'].url}/{name}"
-    return servers[name].url
+def url_of(server: RunningServer, name: str) -> str:
+    return f"{server.url}/{name}"
 
 
 def run(url: str, **kwargs) -> CheckReport:
@@ -85,8 +77,8 @@ def failed_names(report: CheckReport) -> set[str]:
 # -- servers that pass ----------------------------------------------------------------------------
 
 
-def test_counter_server_passes(servers: dict[str, RunningServer]) -> None:
-    report = check_server(servers["counter"].url)
+def test_counter_server_passes(server: RunningServer) -> None:
+    report = check_server(url_of(server, "counter"))
     assert report.ok and not report.warnings, report
     for name in (
         "health_endpoint",
@@ -115,8 +107,8 @@ def test_counter_server_passes(servers: dict[str, RunningServer]) -> None:
     assert "POST /step 422" in report["invalid_action_wrong_type"].detail
 
 
-def test_echo_server_passes(servers: dict[str, RunningServer]) -> None:
-    report = check_server(servers["echo"].url)
+def test_echo_server_passes(server: RunningServer) -> None:
+    report = check_server(url_of(server, "echo"))
     assert report.ok and not report.warnings, report
     mcp = report["mcp_tools"]
     assert mcp.passed and not mcp.skipped
@@ -126,9 +118,9 @@ def test_echo_server_passes(servers: dict[str, RunningServer]) -> None:
     assert "exempt" in report["observation_schema"].detail
 
 
-def test_episode_that_ends_and_explicit_samples(servers: dict[str, RunningServer]) -> None:
+def test_episode_that_ends_and_explicit_samples(server: RunningServer) -> None:
     report = check_server(
-        url_of(servers, "good"), sample_actions=[CountAction(amount=1), {"amount": 2}]
+        url_of(server, "good"), sample_actions=[CountAction(amount=1), {"amount": 2}]
     )
     assert report.ok, report
     assert "2 actions given" in report["sample_actions"].detail
@@ -137,8 +129,10 @@ def test_episode_that_ends_and_explicit_samples(servers: dict[str, RunningServer
     assert "EXECUTION_ERROR" in after_done.detail and "call reset()" in after_done.detail
 
 
-def test_invalid_sample_actions_are_reported(servers: dict[str, RunningServer]) -> None:
-    report = run(servers["counter"].url, sample_actions=[CounterAction(amount=1), {"amount": "x"}])
+def test_invalid_sample_actions_are_reported(server: RunningServer) -> None:
+    report = run(
+        url_of(server, "counter"), sample_actions=[CounterAction(amount=1), {"amount": "x"}]
+    )
     result = report["sample_actions"]
     assert not result.passed
     assert "#1" in result.detail and "amount" in result.detail
@@ -148,8 +142,8 @@ def test_invalid_sample_actions_are_reported(servers: dict[str, RunningServer]) 
 # -- broken servers -------------------------------------------------------------------------------
 
 
-def test_nondeterministic_server_fails_determinism(servers: dict[str, RunningServer]) -> None:
-    report = run(url_of(servers, "nondeterministic"))
+def test_nondeterministic_server_fails_determinism(server: RunningServer) -> None:
+    report = run(url_of(server, "nondeterministic"))
     assert failed_names(report) == {"determinism"}, report
     detail = report["determinism"].detail
     assert detail.startswith("NOT DETERMINISTIC")
@@ -158,16 +152,16 @@ def test_nondeterministic_server_fails_determinism(servers: dict[str, RunningSer
     assert report["transport_consistency"].status == "warn"
 
 
-def test_shared_state_server_fails_concurrent_sessions(servers: dict[str, RunningServer]) -> None:
-    report = run(url_of(servers, "shared"))
+def test_shared_state_server_fails_concurrent_sessions(server: RunningServer) -> None:
+    report = run(url_of(server, "shared"))
     assert failed_names(report) == {"isolation"}, report
     detail = report["isolation"].detail
     assert "changed ANOTHER session's state" in detail
     assert "SUPPORTS_CONCURRENT_SESSIONS" in detail
 
 
-def test_dict_step_server_fails_ws_step(servers: dict[str, RunningServer]) -> None:
-    report = run(url_of(servers, "dict_step"))
+def test_dict_step_server_fails_ws_step(server: RunningServer) -> None:
+    report = run(url_of(server, "dict_step"))
     assert "step" in failed_names(report), report
     detail = report["step"].detail
     assert "EXECUTION_ERROR" in detail
@@ -175,18 +169,18 @@ def test_dict_step_server_fails_ws_step(servers: dict[str, RunningServer]) -> No
 
 
 def test_unserializable_observation_server_fails_ws_step(
-    servers: dict[str, RunningServer],
+    server: RunningServer,
 ) -> None:
-    report = run(url_of(servers, "unserializable"))
+    report = run(url_of(server, "unserializable"))
     assert "step" in failed_names(report), report
     assert "not JSON serializable" in report["step"].detail
 
 
-def test_loose_action_server_fails_invalid_action(servers: dict[str, RunningServer]) -> None:
-    report = run(url_of(servers, "loose"))
+def test_loose_action_server_fails_invalid_action(server: RunningServer) -> None:
+    report = run(url_of(server, "loose"))
     assert failed_names(report) == {"invalid_action_unknown_field"}, report
     detail = report["invalid_action_unknown_field"].detail
-    assert "/ws ACCEPTED it" in detail
+    assert "it was ACCEPTED" in detail
     assert "POST /step answered 200, not 422" in detail
 
 
@@ -200,26 +194,26 @@ def test_unreachable_server() -> None:
     assert "1 check(s) failed" in str(info.value)
 
 
-async def test_async_form_and_json_output(servers: dict[str, RunningServer]) -> None:
-    report = await acheck_server(servers["counter"].url, steps=3)
+async def test_async_form_and_json_output(server: RunningServer) -> None:
+    report = await acheck_server(url_of(server, "counter"), steps=3)
     data = json.loads(report.to_json())
-    assert data["ok"] is True and data["kind"] == "server"
-    assert data["target"] == servers["counter"].url
-    names = [c["name"] for c in data["checks"]]
-    assert names[0] == "health" and "isolation" in names
+    assert data["passed"] is True and data["validation_type"] == "running_environment"
+    assert data["target"] == url_of(server, "counter")
+    names = [c["id"] for c in data["criteria"]]
+    assert names[0] == "health_endpoint" and "isolation" in names
     assert "3 of 3 steps" in report["step"].detail
 
 
-def test_single_session_server(servers: dict[str, RunningServer]) -> None:
-    report = check_server(url_of(servers, "single"))
+def test_single_session_server(server: RunningServer) -> None:
+    report = check_server(url_of(server, "single"))
     assert report.ok and not report.warnings, report
     assert report["http_session"].passed and not report["http_session"].skipped
     result = report["isolation"]
     assert result.skipped and "max_sessions=1" in result.detail
 
 
-def test_production_mode_server(servers: dict[str, RunningServer]) -> None:
-    report = check_server(url_of(servers, "production"))
+def test_production_mode_server(server: RunningServer) -> None:
+    report = check_server(url_of(server, "production"))
     assert report.ok and not report.warnings, report
     assert report["step"].passed and report["determinism"].passed
     assert report["http_session"].skipped and "production mode" in report["http_session"].detail

@@ -8,12 +8,13 @@ import uuid
 from typing import Literal, Optional
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.core.env_server import Action, CallToolObservation, Observation
 from openenv.testing import _jsonutil
 from openenv.testing.report import CheckReport, CheckResult, EnvCheckError
 from openenv.testing.samples import (
+    declared_samples,
     missing_field_probe,
     sample_actions_from_schema,
     sample_value,
@@ -141,17 +142,33 @@ def test_first_difference_and_normalize() -> None:
 
 def test_report_statuses_and_error_message() -> None:
     report = CheckReport(target="X")
-    report.passed("a")
-    report.failed("b", "broken")
-    report.failed("c", "meh", severity="warning")
-    report.skipped("d", "no reason")
+    report.add("a", True)
+    report.add("b", False, "broken")
+    report.add("c", False, "meh", severity="warning")
+    report.add("d", True, "skipped: no reason", skipped=True)
     assert [r.status for r in report] == ["pass", "fail", "warn", "skip"]
-    assert report.summary() == {"passed": 1, "failed": 1, "warnings": 1, "skipped": 1}
+    assert report.summary() == {
+        "passed_count": 2,
+        "total_count": 4,
+        "failed_criteria": ["b", "c"],
+        "required_passed_count": 2,
+        "required_total_count": 3,
+    }
     assert not report.ok and report.failures == [report["b"]]
     assert isinstance(report["a"], CheckResult)
+    assert report.headline() == "X: FAILED (1 passed, 1 failed, 1 warnings, 1 skipped)"
     with pytest.raises(EnvCheckError) as info:
         report.raise_for_failures()
     message = str(info.value)
     assert "- b: broken" in message and "Warnings:" in message and "- c: meh" in message
     report.results.remove(report["b"])
     assert report.ok and report.raise_for_failures() is report
+
+
+def test_declared_samples_come_from_the_schema_examples() -> None:
+    class Move(Action):
+        model_config = ConfigDict(json_schema_extra={"examples": [{"to": 3}, "junk", {"to": 4}]})
+        to: int
+
+    assert declared_samples(Move.model_json_schema()) == [{"to": 3}, {"to": 4}]
+    assert declared_samples(RichAction.model_json_schema()) == []
