@@ -25,7 +25,9 @@ async def acheck_env(
 ) -> CheckReport:
     """`check_env` for callers already inside an event loop."""
     driver = InProcessDriver(env, action_cls, observation_cls, state_cls)
-    report = CheckReport(InProcessDriver.target(env), "environment_class")
+    name = InProcessDriver.target(env)
+    report = CheckReport(name, "environment_class", environment=name, standard_version="local")
+    report.standard_profile = "openenv-class"
     await Checker(driver, report, sample_actions, seed, steps).run()
     return report.raise_for_failures() if raise_on_failure else report
 

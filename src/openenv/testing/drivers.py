@@ -37,7 +37,7 @@ from openenv.core.generic_client import GenericEnvClient
 from openenv.core.utils import convert_to_http_url
 
 from ._jsonutil import first_difference, normalize, short, unserializable_fields
-from .checks import DESCRIPTIONS, Checker, Episode, Session, Unavailable, WireError, names_field
+from .checks import Checker, Episode, Unavailable, WireError, names_field
 from .report import Severity
 
 SESSION_HEADER = "X-OpenEnv-Session-Id"
@@ -371,6 +371,10 @@ class InProcessDriver:
     def _roundtrips(self, checker: Checker) -> None:
         """Observations, sample actions and states parse back from their JSON unchanged."""
         action_cls = self.action_cls or Action
+        actions = []
+        for payload in {json.dumps(a, sort_keys=True): a for a in checker.actions}.values():
+            with contextlib.suppress(Exception):  # an action that does not parse fails `step`
+                actions.append(deserialize_action(payload, action_cls))
         for name, objects, parse in (
             (
                 "observation_roundtrip",
@@ -381,7 +385,7 @@ class InProcessDriver:
             ),
             (
                 "action_roundtrip",
-                [deserialize_action(a, action_cls) for a in checker.actions],
+                actions,
                 lambda a: deserialize_action(loads(dumps(a.model_dump(mode="json"))), action_cls),
             ),
             (
@@ -722,6 +726,3 @@ def mode_of(paths: dict[str, Any]) -> tuple[str, bool, str, list[str], list[str]
     if not ok:
         detail += f"; expected {expected or 'none'} (a partial set confuses clients)"
     return mode, ok, detail, expected, present
-
-
-__all__ = ["DESCRIPTIONS", "InProcessDriver", "Session", "UrlDriver", "declared_types", "mode_of"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -20,10 +19,6 @@ if TYPE_CHECKING:
 
 def _is_url(text: str) -> bool:
     return text.startswith(("http://", "https://"))
-
-
-def _valid_url(text: str) -> bool:
-    return re.match(r"^https?://[^/\s]+", text) is not None
 
 
 @contextlib.contextmanager
@@ -113,13 +108,12 @@ def register(app: typer.Typer) -> None:
             )
         chosen = url or target or "."
         if url is not None or _is_url(chosen):
-            if not _valid_url(chosen):
-                fail(
-                    f"{chosen!r} is not an http(s) URL.",
-                    "Pass e.g. --url http://localhost:8000",
-                    code=2,
-                )
-            from openenv.testing.validation import validate_running_environment
+            from openenv.testing.validation import normalize_url, validate_running_environment
+
+            try:
+                normalize_url(chosen)
+            except ValueError as exc:
+                fail(f"{exc}.", "Pass e.g. --url http://localhost:8000", code=2)
 
             with console.status(f"Checking {chosen}"):
                 report = validate_running_environment(chosen, timeout_s=timeout)
