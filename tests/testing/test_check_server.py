@@ -152,7 +152,7 @@ def test_nondeterministic_server_fails_determinism(server: RunningServer) -> Non
     assert report["transport_consistency"].status == "warn"
 
 
-def test_shared_state_server_fails_concurrent_sessions(server: RunningServer) -> None:
+def test_shared_state_server_fails_isolation(server: RunningServer) -> None:
     report = run(url_of(server, "shared"))
     assert failed_names(report) == {"isolation"}, report
     detail = report["isolation"].detail
@@ -160,7 +160,7 @@ def test_shared_state_server_fails_concurrent_sessions(server: RunningServer) ->
     assert "SUPPORTS_CONCURRENT_SESSIONS" in detail
 
 
-def test_dict_step_server_fails_ws_step(server: RunningServer) -> None:
+def test_dict_step_server_fails_step(server: RunningServer) -> None:
     report = run(url_of(server, "dict_step"))
     assert "step" in failed_names(report), report
     detail = report["step"].detail
@@ -168,7 +168,7 @@ def test_dict_step_server_fails_ws_step(server: RunningServer) -> None:
     assert "returned dict, expected an Observation" in detail
 
 
-def test_unserializable_observation_server_fails_ws_step(
+def test_unserializable_observation_server_fails_step(
     server: RunningServer,
 ) -> None:
     report = run(url_of(server, "unserializable"))

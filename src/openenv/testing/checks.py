@@ -283,8 +283,8 @@ class Checker:
             self.skip("mcp_tools", "not an MCP environment")
             return
         names = [t.get("name") for t in self.tools]
-        problems = [f"duplicate tool names {sorted({n for n in names if names.count(n) > 1})}"]
-        problems = problems if len(set(names)) < len(names) else []
+        dupes = sorted({str(n) for n in names if names.count(n) > 1})
+        problems = [f"duplicate tool names {dupes}"] if dupes else []
         for tool in self.tools:
             schema = tool.get("inputSchema", tool.get("input_schema"))
             for err in check_schema(schema):
@@ -452,28 +452,27 @@ class Checker:
                 self.skip(name, "no action schema or no valid sample action to start from")
             return
         base = {k: v for k, v in self.actions[0].items() if k != "metadata"}
-        probes: list[tuple[str, Optional[tuple[str, dict[str, Any], str]], str]] = [
-            (
-                _INVALID[0],
-                (UNKNOWN_FIELD, {**base, UNKNOWN_FIELD: 1}, f"the unknown field {UNKNOWN_FIELD!r}"),
-                "",
-            )
-        ]
+        unknown, what = {**base, UNKNOWN_FIELD: 1}, f"the unknown field {UNKNOWN_FIELD!r}"
+        await self.guard(
+            _INVALID[0], self._refused, session, _INVALID[0], UNKNOWN_FIELD, unknown, what
+        )
         wrong = wrong_type_probe(schema, base)
-        what = f"{wrong[0]}={short(wrong[1], 50)} (wrong type)" if wrong else ""
-        probes.append(
-            (_INVALID[1], (wrong[0], wrong[2], what) if wrong else None, "no typed field")
-        )
+        if wrong is None:
+            self.skip(_INVALID[1], "the action schema has no typed field to violate")
+        else:
+            field_name, bad, payload = wrong
+            what = f"{field_name}={short(bad, 50)} (wrong type)"
+            await self.guard(
+                _INVALID[1], self._refused, session, _INVALID[1], field_name, payload, what
+            )
         missing = missing_field_probe(schema, base)
-        what = f"no {missing[0]!r} (a required field)" if missing else ""
-        probes.append(
-            (INVALID_CHECKS[2], (missing[0], missing[1], what) if missing else None, "nothing")
-        )
-        for name, probe, none in probes:
-            if probe is None:
-                self.skip(name, f"the action schema has {none} to violate")
-                continue
-            await self.guard(name, self._refused, session, name, *probe)
+        name = INVALID_CHECKS[2]
+        if missing is None:
+            self.skip(name, "the action schema has no required field")
+        else:
+            field_name, payload = missing
+            what = f"no {field_name!r} (a required field)"
+            await self.guard(name, self._refused, session, name, field_name, payload, what)
 
     async def _refused(
         self, session: Session, name: str, field_name: str, payload: dict[str, Any], what: str
