@@ -23,6 +23,7 @@ from openenv.core.env_server import (
     Observation,
     State,
 )
+from openenv.core.env_server.errors import InvalidActionError
 from openenv.testing import CheckReport, EnvCheckError, acheck_env, check_env
 from tests.apps.counter import CounterAction, CounterEnv, CounterObservation
 
@@ -172,6 +173,36 @@ class UnserializableEnv(Environment[CountAction, HandleObservation, CountState])
         return self._state
 
 
+class PickyAction(Action):
+    """Only some amounts are legal, which the schema cannot say: the legal ones are declared."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"amount": 3}, {"amount": 5}]})
+    amount: int = Field(ge=0, le=5)
+
+
+class PickyEnv(Environment[PickyAction, CountObservation, CountState]):
+    """Refuses an illegal amount the way a game refuses an illegal move."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._env = GoodEnv()
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any):
+        return self._env.reset(seed=seed, episode_id=episode_id)
+
+    def step(self, action: PickyAction, timeout_s: float | None = None, **kwargs: Any) -> Any:
+        if action.amount not in (3, 5):
+            errors = [{"loc": ["amount"], "msg": "not legal here", "type": "value_error"}]
+            raise InvalidActionError(f"amount {action.amount} is not legal here", errors)
+        return self._env.step(CountAction(amount=action.amount))
+
+    @property
+    def state(self) -> CountState:
+        return self._env.state
+
+
 class LooseAction(Action):
     """BROKEN: accepts any field with any value."""
 
@@ -281,6 +312,18 @@ def test_continuing_after_done_is_a_warning() -> None:
     assert not result.passed and result.severity == "warning" and result.status == "warn"
     assert "silently continues" in result.detail
     assert report.warnings == [result]
+
+
+def test_declared_sample_actions_are_played() -> None:
+    report = check_env(PickyEnv)
+    assert "2 actions declared (the action schema's examples)" in report["sample_actions"].detail
+    assert report["step"].passed and f"done after {EPISODE_STEPS}" in report["step"].detail
+    # Without the declaration, generated amounts are illegal moves, and the report says what to do.
+    PlainAction = type("PlainAction", (CountAction,), {})
+    report = run(PickyEnv, action_cls=PlainAction)
+    assert failed_names(report) == {"step"}, report
+    assert "VALIDATION_ERROR: amount 1 is not legal here" in report["step"].detail
+    assert "declare legal sample actions" in report["step"].detail
 
 
 def test_factories_and_explicit_sample_actions() -> None:

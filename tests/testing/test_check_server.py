@@ -27,6 +27,8 @@ from tests.testing.test_check_env import (
     LooseAction,
     LooseActionEnv,
     NondeterministicEnv,
+    PickyAction,
+    PickyEnv,
     SharedStateEnv,
     UnserializableEnv,
 )
@@ -34,6 +36,7 @@ from tests.testing.test_check_env import (
 MOUNTED = {
     "echo": echo_app,
     "counter": counter_app,
+    "picky": create_app(PickyEnv, PickyAction, CountObservation),
     "good": create_app(GoodEnv, CountAction, CountObservation, env_name="good"),
     "nondeterministic": create_app(NondeterministicEnv, CountAction, CountObservation),
     "shared": create_app(SharedStateEnv, CountAction, CountObservation),
@@ -127,6 +130,13 @@ def test_episode_that_ends_and_explicit_samples(server: RunningServer) -> None:
     after_done = report["step_after_done"]
     assert after_done.passed and not after_done.skipped
     assert "EXECUTION_ERROR" in after_done.detail and "call reset()" in after_done.detail
+
+
+def test_declared_sample_actions_come_from_the_published_schema(server: RunningServer) -> None:
+    report = check_server(url_of(server, "picky"))
+    assert report.ok, report
+    assert "2 actions declared (the action schema's examples)" in report["sample_actions"].detail
+    assert report["step_after_done"].passed and not report["step_after_done"].skipped
 
 
 def test_invalid_sample_actions_are_reported(server: RunningServer) -> None:

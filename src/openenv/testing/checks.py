@@ -309,8 +309,8 @@ class Checker:
             try:
                 payloads = sample_actions_from_schema(schema, self.steps)
             except ValueError as exc:
-                detail = f"cannot generate actions from the action schema ({exc}); declare them"
-                self.add("sample_actions", False, detail + _DECLARE_HINT)
+                detail = f"cannot generate actions from the action schema ({exc})"
+                self.add("sample_actions", False, f"{detail}; {_DECLARE_HINT}")
                 return
             self.sample_source = "generated from the action schema"
         else:
@@ -326,7 +326,7 @@ class Checker:
                 if errors:
                     problems.append(f"#{i} {short(payload, 60)}: {'; '.join(errors[:2])}")
         if problems:
-            hint = "" if self.sample_source == "given" else _DECLARE_HINT
+            hint = "" if self.sample_source == "given" else f"; {_DECLARE_HINT}"
             detail = f"{len(problems)} of {len(payloads)} {self.sample_source} actions do not "
             detail += "match the action schema: " + "; ".join(problems[:3]) + hint
             self.add("sample_actions", False, detail)
@@ -360,9 +360,11 @@ class Checker:
             self.skip("step", "no reset observation or no valid sample actions")
         elif run.step_error is not None:
             i, exc = run.step_error
-            hint = _DECLARE_HINT if self.sample_source != "given" else ""
-            if exc.code != "VALIDATION_ERROR":
-                hint = ""
+            hint = (
+                ""
+                if self.sample_source == "given"
+                else f"; if it is not legal here, {_DECLARE_HINT}"
+            )
             detail = f"step #{i} with {short(self.actions[i], 80)} failed: {exc}{hint}"
             self.add("step", False, detail)
         else:
@@ -590,7 +592,7 @@ class Checker:
 
 
 _DECLARE_HINT = (
-    "; declare legal sample actions as the action model's JSON Schema examples "
+    "declare legal sample actions as the action model's JSON Schema examples "
     "(docs/testing.md) or pass sample_actions=[...]"
 )
 

@@ -23,6 +23,7 @@ import orjson
 from pydantic import ValidationError
 
 from openenv.core.client_errors import ServerError
+from openenv.core.env_server.errors import ServerSideError
 from openenv.core.env_server.errors import exception_message as _exc
 from openenv.core.env_server.interfaces import Environment, overrides, state_class_of
 from openenv.core.env_server.serialization import (
@@ -115,6 +116,8 @@ class _Instance:
     async def _call(self, what: str, work: Any) -> Any:
         try:
             return await work
+        except ServerSideError as exc:  # e.g. InvalidActionError: the server sends its code
+            raise WireError(exc.message, exc.code.value, exc.to_data()) from exc
         except Exception as exc:
             raise WireError(f"{what} raised {_exc(exc)}") from exc
 
