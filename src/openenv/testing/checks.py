@@ -9,7 +9,6 @@ the HTTP transport over a URL) the driver checks itself, before and after the sh
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
@@ -191,22 +190,19 @@ class Checker:
         await self.guard("schema_endpoint", self.check_schemas)
         await self.guard("mcp_tools", self.check_tools)
         await self.guard("sample_actions", self.make_samples)
+        # Sessions stay open until the driver's postflight: closing them is checked there.
         session = await self.driver.open()
-        try:
-            run1 = await self.episode(session, "episode 1")
-            self.check_reset_state_step(run1)
-            if run1.reset_error is None and self.actions:
-                run2 = await self.episode(session, "episode 2")
-                await self.guard("determinism", self.check_determinism, run1, run2)
-                await self.guard("step_after_done", self.check_step_after_done, session, run2)
-            else:
-                self.skip("determinism", "the first episode could not run")
-                self.skip("step_after_done", "the first episode could not run")
-            await self.check_invalid_actions(session)
-            await self.guard("isolation", self.check_isolation, session)
-        finally:
-            with contextlib.suppress(Exception):
-                await session.close()
+        run1 = await self.episode(session, "episode 1")
+        self.check_reset_state_step(run1)
+        if run1.reset_error is None and self.actions:
+            run2 = await self.episode(session, "episode 2")
+            await self.guard("determinism", self.check_determinism, run1, run2)
+            await self.guard("step_after_done", self.check_step_after_done, session, run2)
+        else:
+            self.skip("determinism", "the first episode could not run")
+            self.skip("step_after_done", "the first episode could not run")
+        await self.check_invalid_actions(session)
+        await self.guard("isolation", self.check_isolation, session)
         await self.guard("observation_schema", self.check_observation_schema)
         await self.guard("state_schema", self.check_state_schema)
         await self.driver.postflight(self, run1)
@@ -532,9 +528,6 @@ class Checker:
         except WireError as exc:
             self.skip("isolation", f"driving two sessions failed: {exc}")
             return
-        finally:
-            with contextlib.suppress(Exception):
-                await other.close()
         diff = first_difference(before, after)
         if diff:
             detail = f"stepping one session {stepped} times changed ANOTHER session's state "

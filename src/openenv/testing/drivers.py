@@ -619,15 +619,15 @@ class UrlDriver:
     # -- after the shared checks: the HTTP transport and session release ----------------------
 
     async def postflight(self, checker: Checker, run: Episode) -> None:
+        for client in self.clients:  # a one-session server needs the /ws sessions gone
+            with contextlib.suppress(Exception):
+                await client.close()
         if self.mode == "production":
             for name in ("http_session", "http_stateless"):
                 checker.skip(name, "production mode: no HTTP /reset, /step, /state")
         else:
             await checker.guard("http_session", self._check_http_session, checker, run)
             await checker.guard("http_stateless", self._check_http_stateless, checker)
-        for client in self.clients:
-            with contextlib.suppress(Exception):
-                await client.close()
         await checker.guard("sessions_released", self._check_released, checker)
 
     async def _check_http_session(self, checker: Checker, ws_run: Episode) -> None:
