@@ -9,7 +9,7 @@ import pytest
 
 from atari_env import AtariAction, AtariEnv, decode_frame
 from atari_env.server.atari_environment import AtariEnvironment, downscale_frame
-from openenv.core.client_errors import InvalidRequestError
+from openenv.core.errors import InvalidRequestError
 from openenv.testing import check_env
 from tests.support.server import RunningServer, serve
 

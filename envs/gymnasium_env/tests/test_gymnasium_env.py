@@ -9,7 +9,7 @@ import pytest
 
 from gymnasium_env import GymnasiumAction, GymnasiumEnv
 from gymnasium_env.server.gymnasium_environment import GymnasiumEnvironment
-from openenv.core.client_errors import InvalidRequestError
+from openenv.core.errors import InvalidRequestError
 from openenv.testing import check_env
 from tests.support.server import RunningServer, serve
 

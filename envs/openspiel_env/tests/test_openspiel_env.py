@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv.core.client_errors import InvalidRequestError
+from openenv.core.errors import InvalidRequestError
 from openenv.testing import check_env
 from openspiel_env import OpenSpielAction, OpenSpielEnv
 from openspiel_env.server.openspiel_environment import TESTED_GAMES, OpenSpielEnvironment

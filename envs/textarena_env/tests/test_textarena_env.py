@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv.core.env_server.errors import InvalidActionError
+from openenv.core.errors import InvalidActionError
 from openenv.testing import check_env
 from tests.support.server import RunningServer, serve
 from textarena_env import TextArenaAction, TextArenaEnv

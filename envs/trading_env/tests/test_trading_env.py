@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv.core.client_errors import EnvironmentExecutionError, InvalidRequestError
+from openenv.core.errors import EnvironmentExecutionError, InvalidRequestError
 from openenv.testing import check_env
 from tests.support.server import RunningServer, serve
 from trading_env import TradingAction, TradingEnv

@@ -8,12 +8,8 @@ attached to that same session. `mode="simulation"`: tools are listed and called 
 
 from __future__ import annotations
 
-import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from .client_errors import ServerError, ToolCallError
 from .client_types import StepResult
 from .env_client import EnvClient, _resolve_mode
 from .env_server.mcp_types import (
@@ -25,6 +21,10 @@ from .env_server.mcp_types import (
 )
 from .env_server.types import Observation, State
 
+if TYPE_CHECKING:
+    import httpx
+from .errors import ServerError, ServerUnreachableError, ToolCallError, error_from_data
+
 
 class MCPClientBase(EnvClient[Any, Observation, State]):
     def __init__(
@@ -32,7 +32,6 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
     ):
         super().__init__(base_url, *args, mode=_resolve_mode(mode, default="production"), **kwargs)
         self._tools_cache: list[Tool] | None = None
-        self._rpc_ids = itertools.count(1)
         self._http: httpx.AsyncClient | None = None
         self._mcp_session_id: str | None = None
 
@@ -43,6 +42,8 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
     # -- HTTP JSON-RPC (production mode) -----------------------------------------------
 
     async def _rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        import httpx  # on first use: httpx (and its CLI's imports) cost ~0.3 s at import
+
         if self._http is None:
             self._http = httpx.AsyncClient(
                 headers=self.headers,
@@ -56,12 +57,23 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
         }
         try:
             response = await self._http.post(f"{self.base_url}/mcp", json=body)
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise ConnectionError(
-                f"MCP request {method} to {self.base_url}/mcp failed: {exc}"
+        except httpx.TransportError as exc:
+            raise ServerUnreachableError(
+                f"MCP request {method} to {self.base_url}/mcp failed: {exc or type(exc).__name__}"
+                ". Is the environment server running at this address (try GET /health)?"
             ) from exc
-        reply = response.json()
+        try:
+            reply = response.json()
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or (response.is_error and not reply.get("error")):
+            detail = reply.get("detail") if isinstance(reply, dict) else None
+            if isinstance(detail, dict) and "code" in detail:
+                raise error_from_data(detail)
+            raise ServerError(
+                f"MCP request {method} got HTTP {response.status_code}: {response.text[:200]}",
+                "SESSION_ERROR",
+            )
         error = reply.get("error")
         if error:
             raise _rpc_exception(method, params or {}, error)
@@ -87,7 +99,7 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
             if sid is not None:
                 try:
                     await self._rpc("openenv/session/close", {"session_id": sid})
-                except (ServerError, ConnectionError, ToolCallError):
+                except (ServerError, ServerUnreachableError, ToolCallError):
                     pass  # already closed with the WebSocket session
             await self._http.aclose()
             self._http = None

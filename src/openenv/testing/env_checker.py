@@ -15,16 +15,12 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from openenv.core.env_server.errors import exception_message as _exc
 from openenv.core.env_server.interfaces import Environment, overrides, state_class_of
-from openenv.core.env_server.serialization import (
-    deserialize_action,
-    dumps,
-    loads,
-    serialize_observation,
-)
+from openenv.core.env_server.serialization import deserialize_action, serialize_observation
 from openenv.core.env_server.sessions import factory_class, factory_name, filter_kwargs
 from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.errors import exception_message as _exc
+from openenv.core.protocol import dumps, loads
 from openenv.core.utils import run_coroutine_sync
 
 from ._jsonutil import (

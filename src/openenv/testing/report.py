@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from openenv.core.env_server.errors import exception_message
+from openenv.core.errors import exception_message
 
 Severity = Literal["error", "warning"]
 

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from openenv.core.client_errors import ServerError
 from openenv.core.client_types import StepResult
 from openenv.core.env_server.types import EnvironmentMetadata
+from openenv.core.errors import ServerError
 from openenv.core.generic_client import GenericEnvClient
 from openenv.core.utils import convert_to_http_url, run_coroutine_sync
 

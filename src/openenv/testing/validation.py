@@ -25,7 +25,7 @@ from typing import IO, Any, Optional
 
 import httpx
 
-from openenv.core.env_server.errors import exception_message
+from openenv.core.errors import exception_message
 from openenv.core.manifest import MANIFEST_NAME, EnvManifest, ManifestError, split_front_matter
 from openenv.core.manifest import load_manifest as _load_manifest
 

@@ -12,8 +12,8 @@ from typing import Any
 from uuid import uuid4
 
 from openenv.core.env_server import Environment
-from openenv.core.env_server.errors import InvalidActionError
 from openenv.core.env_server.types import EnvironmentMetadata
+from openenv.core.errors import InvalidActionError
 
 from ..models import TextArenaAction, TextArenaMessage, TextArenaObservation, TextArenaState
 from .wordle import Wordle

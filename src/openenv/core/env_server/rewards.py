@@ -17,22 +17,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .errors import ServerSideError
-from .types import ErrorCategory, Observation, WSErrorCode
-
-
-class RewardError(ServerSideError):
-    """The environment's rubric could not score a step."""
-
-    code = WSErrorCode.REWARD_ERROR
-    http_status = 500
-
-    def to_data(self) -> dict[str, Any]:
-        data = super().to_data()
-        if self.extra.get("infrastructure"):
-            data["category"] = ErrorCategory.INFRASTRUCTURE.value
-        data.pop("infrastructure", None)
-        return data
+from ..errors import RewardError
+from .types import Observation
 
 
 def _reward_error(exc: BaseException) -> RewardError:
@@ -45,7 +31,7 @@ def _reward_error(exc: BaseException) -> RewardError:
         rubric_path=path,
         exception=type(cause or exc).__name__,
         # A judge whose LLM endpoint is down is not the environment's fault.
-        infrastructure=isinstance(cause, LLMUnavailableError),
+        category="infrastructure" if isinstance(cause, LLMUnavailableError) else "environment",
     )
 
 

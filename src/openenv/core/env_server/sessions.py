@@ -17,25 +17,28 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
-from .dispatch import CallDispatcher
-from .errors import (
-    CapacityError,
-    ConcurrencyConfigurationError,
-    ExecutionError,
+from ..errors import (
+    CapacityReachedError,
+    EnvironmentExecutionError,
     FactoryError,
-    ServerSideError,
-    SessionNotFoundError,
+    ServerError,
+    SessionLostError,
     exception_message,
 )
+from ..protocol import RequestId
+from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
+from .dispatch import CallDispatcher
+from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides
 from .rewards import reset_rubric, score_step
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
 
 logger = logging.getLogger("openenv.server")
+
+T = TypeVar("T")
 
 #: WebSocket close codes the server uses when it ends a session itself.
 CLOSE_IDLE_TIMEOUT = 4001
@@ -128,9 +131,9 @@ class SlotPool:
                 return
         self.used -= 1
 
-    def _full(self, waited: float = 0.0) -> CapacityError:
+    def _full(self, waited: float = 0.0) -> CapacityReachedError:
         suffix = f" after waiting {waited:g}s" if waited else ""
-        return CapacityError(
+        return CapacityReachedError(
             f"Server at capacity: {self.used}/{self.size} sessions active{suffix}. "
             "Cannot accept new connections.",
             active_sessions=self.used,
@@ -179,8 +182,9 @@ class Session:
         self.resume_token: str | None = None
         self.websocket: Any = None
         self.detached_at: float | None = None
-        self.replies: OrderedDict[Any, str] | None = None
-        self.inflight: dict[Any, asyncio.Future[str]] | None = None
+        # Outcomes of requests by id, so a re-sent request is answered, not applied again.
+        self.replies: OrderedDict[RequestId, tuple[bool, Any]] | None = None
+        self.inflight: dict[RequestId, asyncio.Future[tuple[bool, Any]]] | None = None
 
     @property
     def closed(self) -> bool:
@@ -199,8 +203,6 @@ class Session:
         if not self.resumable:
             self.resumable = True
             self.resume_token = secrets.token_urlsafe(18)
-            self.replies = OrderedDict()
-            self.inflight = {}
 
     def info(self) -> SessionInfo:
         elapsed = time.monotonic() - self.last_activity
@@ -312,7 +314,7 @@ class SessionManager:
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None or session.closed:
-            raise SessionNotFoundError(
+            raise SessionLostError(
                 f"Unknown session_id: {session_id}. It was closed, expired, or never existed; "
                 "start a new episode with a new session."
             )
@@ -419,20 +421,74 @@ class SessionManager:
             return fn()
         return await self.dispatcher.run(fn)
 
-    async def call(self, session: Session, work: Callable[[], Awaitable[Any]]) -> Any:
-        """Run one call of a session, in order with its other calls."""
+    async def call(
+        self, session: Session, work: Callable[[], Awaitable[T]], *, counts_as_step: bool = False
+    ) -> T:
+        """Run one call of a session, in order with its other calls.
+
+        `counts_as_step`: the call is an agent's action (a step, a tool call); the session's
+        step count, reported on resume, counts those that completed.
+        """
         session.busy += 1
         try:
             async with session.lock:
                 if session.closed or session.env is None:
-                    raise SessionNotFoundError(
+                    raise SessionLostError(
                         f"Session {session.id} is closed ({session.closed_reason or 'closed'})."
                     )
                 session.touch()
-                return await work()
+                result = await work()
+                if counts_as_step:
+                    session.step_count += 1
+                return result
         finally:
             session.busy -= 1
             session.touch()
+
+    async def once(
+        self, session: Session, request_id: RequestId, work: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run `work` at most once per request id of `session`, on any transport.
+
+        A request re-sent after a dropped connection gets the stored outcome (its result or its
+        error) or waits for the one still running, so no step is lost or applied twice. The
+        last `replay_window` outcomes are kept.
+        """
+        if session.replies is None or session.inflight is None:
+            session.replies, session.inflight = OrderedDict(), {}
+        stored = session.replies.get(request_id)
+        if stored is None:
+            pending = session.inflight.get(request_id)
+            if pending is None:
+                stored = await self._run_once(session, request_id, work)
+            else:
+                stored = await asyncio.shield(pending)
+        ok, value = stored
+        if ok:
+            return value  # type: ignore[no-any-return]
+        raise value
+
+    async def _run_once(
+        self, session: Session, request_id: RequestId, work: Callable[[], Awaitable[Any]]
+    ) -> tuple[bool, Any]:
+        assert session.replies is not None and session.inflight is not None
+        fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
+        session.inflight[request_id] = fut
+        try:
+            outcome: tuple[bool, Any] = (True, await work())
+        except Exception as exc:
+            outcome = (False, exc)
+        except BaseException:
+            session.inflight.pop(request_id, None)
+            fut.cancel()  # a waiting duplicate re-raises CancelledError and gives up
+            raise
+        session.inflight.pop(request_id, None)
+        session.replies[request_id] = outcome
+        while len(session.replies) > self.config.replay_window:
+            session.replies.popitem(last=False)
+        if not fut.done():
+            fut.set_result(outcome)
+        return outcome
 
     async def reset(self, session: Session, kwargs: dict[str, Any]) -> Observation:
         async def work() -> Observation:
@@ -466,13 +522,12 @@ class SessionManager:
                     obs = await self._run(session, functools.partial(env.step, action, **kw))
             except Exception as exc:
                 raise self._execution_error("step", exc) from exc
-            session.step_count += 1
             obs = self._check_observation(obs, "step")
             if getattr(env, "rubric", None) is not None:
                 await score_step(env, action, obs, lambda fn: self._run(session, fn))
             return obs
 
-        return await self.call(session, work)
+        return await self.call(session, work, counts_as_step=True)
 
     async def state(self, session: Session) -> State:
         async def work() -> State:
@@ -488,18 +543,18 @@ class SessionManager:
     @staticmethod
     def _check_observation(obs: Any, method: str) -> Observation:
         if not isinstance(obs, Observation):
-            raise ExecutionError(
+            raise EnvironmentExecutionError(
                 f"{method}() returned {type(obs).__name__}, expected an Observation",
                 method=method,
             )
         return obs
 
     @staticmethod
-    def _execution_error(method: str, exc: Exception) -> ServerSideError:
-        if isinstance(exc, ServerSideError):
+    def _execution_error(method: str, exc: Exception) -> ServerError:
+        if isinstance(exc, ServerError):
             return exc  # the environment chose its error (e.g. InvalidActionError)
         logger.warning("Environment %s() raised %s", method, exception_message(exc))
-        return ExecutionError(
+        return EnvironmentExecutionError(
             str(exc) or type(exc).__name__, method=method, exception=type(exc).__name__
         )
 
