@@ -475,7 +475,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         if isinstance(action, dict):
             return dict(action)
         if hasattr(action, "model_dump"):
-            payload = action.model_dump(mode="json")  # type: ignore[union-attr]
+            payload = action.model_dump(mode="json")
             if not payload.get("metadata"):
                 payload.pop("metadata", None)
             return payload

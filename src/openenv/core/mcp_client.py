@@ -23,14 +23,21 @@ from .env_server.types import Observation, State
 
 if TYPE_CHECKING:
     import httpx
-from .errors import ServerError, ServerUnreachableError, ToolCallError, error_from_data
+from .errors import (
+    ProtocolViolationError,
+    ServerError,
+    ServerUnreachableError,
+    ToolCallError,
+    error_from_data,
+)
 
 
 class MCPClientBase(EnvClient[Any, Observation, State]):
     def __init__(
         self, base_url: str | None = None, *args: Any, mode: str | None = None, **kwargs: Any
     ):
-        super().__init__(base_url, *args, mode=_resolve_mode(mode, default="production"), **kwargs)
+        kwargs["mode"] = _resolve_mode(mode, default="production")
+        super().__init__(base_url, *args, **kwargs)
         self._tools_cache: list[Tool] | None = None
         self._http: httpx.AsyncClient | None = None
         self._mcp_session_id: str | None = None
@@ -115,6 +122,8 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
             tools = [_tool_from_payload(t) for t in result.get("tools", [])]
         else:
             step = await self.step(ListToolsAction())
+            if not isinstance(step.observation, ListToolsObservation):
+                raise ProtocolViolationError("list_tools did not return a ListToolsObservation")
             tools = list(step.observation.tools)
         self._tools_cache = tools
         return list(tools)
@@ -143,11 +152,12 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
         inner_meta = obs.pop("metadata", None)
         metadata = payload.get("metadata") or inner_meta or {}
         reward, done = payload.get("reward"), bool(payload.get("done", False))
-        common = {"reward": reward, "done": done, "metadata": metadata}
-        observation: Any
+        common: dict[str, Any] = {"reward": reward, "done": done, "metadata": metadata}
+        observation: Observation
+        cls = self.observation_type
         if "tools" in obs:
-            observation = ListToolsObservation(
-                tools=[_tool_from_payload(t) for t in obs["tools"]], **common
+            observation = ListToolsObservation.model_validate(
+                {"tools": [_tool_from_payload(t) for t in obs["tools"]], **common}
             )
         elif "tool_name" in obs:
             raw = obs.get("result")
@@ -156,8 +166,8 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
                 obs["result"] = raw["data"]
                 common["metadata"] = {**metadata, "mcp_result": raw}
             observation = CallToolObservation.model_validate({**obs, **common})
-        elif self.observation_type is not None and self.observation_type is not Observation:
-            observation = self.observation_type.model_validate({**obs, **common})
+        elif isinstance(cls, type) and issubclass(cls, Observation) and cls is not Observation:
+            observation = cls.model_validate({**obs, **common})
         else:
             observation = MCPObservation.model_validate({**obs, **common})
         return StepResult(observation=observation, reward=reward, done=done, metadata=metadata)
@@ -183,6 +193,8 @@ class MCPToolClient(MCPClientBase):
             return result
         step = await self.step(CallToolAction(tool_name=name, arguments=arguments))
         obs = step.observation
+        if not isinstance(obs, CallToolObservation):
+            raise ProtocolViolationError(f"call_tool {name!r} did not return a CallToolObservation")
         if obs.error is not None:
             raise ToolCallError(name, obs.error.error_type.value, obs.error.message)
         return obs.result

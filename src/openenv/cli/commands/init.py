@@ -234,7 +234,7 @@ def render(text: str, values: dict[str, str], source: str) -> str:
 
 def render_files(names: EnvNames, target: Path) -> dict[str, str]:
     """Relative path -> text of every file of the new environment folder."""
-    templates = resources.files("openenv.cli").joinpath("templates", "env")
+    templates = resources.files("openenv.cli") / "templates" / "env"
     values = template_values(names, target)
     files = {
         dest.format(package=names.package, key=names.key): render(

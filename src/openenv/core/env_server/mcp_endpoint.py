@@ -191,9 +191,9 @@ class MCPEndpoint:
                 None if is_notification else rpc_error(request.id, err.code, err.message, err.data)
             )
         except ServerError as exc:
-            err = _server_error_to_rpc(exc)
+            rpc = _server_error_to_rpc(exc)
             return (
-                None if is_notification else rpc_error(request.id, err.code, err.message, err.data)
+                None if is_notification else rpc_error(request.id, rpc.code, rpc.message, rpc.data)
             )
         except Exception as exc:
             logger.exception("MCP method %s failed", request.method)

@@ -32,6 +32,7 @@ from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
 from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides
+from .mcp_environment import MCPEnvironment
 from .rewards import reset_rubric, score_step
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
@@ -275,10 +276,7 @@ class SessionManager:
         session = Session(self.new_session_id(), transport)
         try:
             session.env = await self.build_env()
-            enter = getattr(session.env, "mcp_session", None)
-            if callable(enter):
-                session.exit_stack = contextlib.AsyncExitStack()
-                await session.exit_stack.enter_async_context(enter())
+            await self._enter_session_context(session)
         except BaseException:
             self.slots.release()
             if session.env is not None:
@@ -286,6 +284,14 @@ class SessionManager:
             raise
         self.sessions[session.id] = session
         return session
+
+    @staticmethod
+    async def _enter_session_context(session: Session) -> None:
+        """Enter the environment's `mcp_session` context, held until the session ends."""
+        enter = getattr(session.env, "mcp_session", None)
+        if callable(enter):
+            session.exit_stack = contextlib.AsyncExitStack()
+            await session.exit_stack.enter_async_context(enter())
 
     async def build_env(self) -> Environment:
         """Call the factory off the event loop; failures become FACTORY_ERROR."""
@@ -298,8 +304,8 @@ class SessionManager:
                 f"{exception_message(exc)}",
                 factory_name=self.factory_name,
             ) from exc
-        if self.env_mode is not None and hasattr(env, "_mode_tools"):
-            env.mode = self.env_mode  # type: ignore[attr-defined]
+        if self.env_mode is not None and isinstance(env, MCPEnvironment):
+            env.mode = self.env_mode
         if not self._safety_checked:
             self._safety_checked = True
             if self.slots.size > 1 and not getattr(env, "SUPPORTS_CONCURRENT_SESSIONS", False):
@@ -465,7 +471,7 @@ class SessionManager:
                 stored = await asyncio.shield(pending)
         ok, value = stored
         if ok:
-            return value  # type: ignore[no-any-return]
+            return value
         raise value
 
     async def _run_once(
@@ -565,9 +571,7 @@ class SessionManager:
         session = Session("stateless", "http")
         session.env = await self.build_env()
         try:
-            if callable(getattr(session.env, "mcp_session", None)):
-                session.exit_stack = contextlib.AsyncExitStack()
-                await session.exit_stack.enter_async_context(session.env.mcp_session())
+            await self._enter_session_context(session)
             return await work(session)
         finally:
             session._closed = True

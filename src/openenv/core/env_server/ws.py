@@ -274,7 +274,7 @@ class WebSocketHandler:
                 raise InvalidRequestError(
                     "Invalid message", data=invalid_data(exc, "action")
                 ) from None
-            return await manager.step(session, action)
+            return await manager.step(session, action, request.options)
         if kind == "reset":
             return await manager.reset(session, data or {})
         if kind == "state":
