@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -228,13 +229,17 @@ def test_ws_url_round_trips_odd_session_ids() -> None:
 
 
 def test_protocol_and_typed_clients_import_no_server_framework() -> None:
+    """Trainers import clients in many processes: no client may load the server stack."""
     heavy = ["fastapi", "starlette", "uvicorn", "fastmcp", "mcp", "websockets", "httpx"]
+    envs = sorted(p.name for p in (Path(__file__).parents[2] / "envs").glob("*_env"))
+    assert "echo_env" in envs
     code = (
         "import sys\n"
         "import openenv.core.protocol, openenv.core.errors\n"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
-        "from echo_env import EchoEnv, CallToolAction\n"
-        "from openenv.core import EnvClient, GenericEnvClient\n"
+        "from openenv.core import EnvClient, GenericEnvClient, MCPToolClient\n"
+        f"for name in {envs!r}:\n"
+        "    __import__(name)\n"
         f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
     )
     out = subprocess.run(
