@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal, Union
+from typing import Any, Literal, NamedTuple, Union
 from urllib.parse import parse_qsl, quote
 
 import orjson
@@ -366,10 +366,10 @@ def invalid_data(exc: ValidationError, what: str) -> dict[str, Any]:
     )
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """A decoded client frame: its kind, data (a dict, or None for state/close), id and, for
-    a step, the keyword arguments of the environment's step (`options`)."""
+    a step, the keyword arguments of the environment's step (`options`). A tuple, because one
+    is made per frame on the hot path."""
 
     kind: RequestKind
     data: dict[str, Any] | None
@@ -423,8 +423,7 @@ def decode_request(raw: str | bytes) -> Request | Rejected:
     return Request(kind, data, request_id)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(NamedTuple):
     """A decoded server frame (client side)."""
 
     kind: str

@@ -460,41 +460,35 @@ class SessionManager:
         error) or waits for the one still running, so no step is lost or applied twice. The
         last `replay_window` outcomes are kept.
         """
-        if session.replies is None or session.inflight is None:
-            session.replies, session.inflight = OrderedDict(), {}
-        stored = session.replies.get(request_id)
+        replies, inflight = session.replies, session.inflight
+        if replies is None or inflight is None:
+            replies, inflight = session.replies, session.inflight = OrderedDict(), {}
+        stored: tuple[bool, Any] | None = replies.get(request_id)
         if stored is None:
-            pending = session.inflight.get(request_id)
-            if pending is None:
-                stored = await self._run_once(session, request_id, work)
-            else:
+            pending = inflight.get(request_id)
+            if pending is not None:
                 stored = await asyncio.shield(pending)
+            else:
+                fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
+                inflight[request_id] = fut
+                try:
+                    stored = (True, await work())
+                except Exception as exc:
+                    stored = (False, exc)
+                except BaseException:
+                    inflight.pop(request_id, None)
+                    fut.cancel()  # a waiting duplicate re-raises CancelledError and gives up
+                    raise
+                inflight.pop(request_id, None)
+                replies[request_id] = stored
+                while len(replies) > self.config.replay_window:
+                    replies.popitem(last=False)
+                if not fut.done():
+                    fut.set_result(stored)
         ok, value = stored
-        if ok:
-            return value
-        raise value
-
-    async def _run_once(
-        self, session: Session, request_id: RequestId, work: Callable[[], Awaitable[Any]]
-    ) -> tuple[bool, Any]:
-        assert session.replies is not None and session.inflight is not None
-        fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
-        session.inflight[request_id] = fut
-        try:
-            outcome: tuple[bool, Any] = (True, await work())
-        except Exception as exc:
-            outcome = (False, exc)
-        except BaseException:
-            session.inflight.pop(request_id, None)
-            fut.cancel()  # a waiting duplicate re-raises CancelledError and gives up
-            raise
-        session.inflight.pop(request_id, None)
-        session.replies[request_id] = outcome
-        while len(session.replies) > self.config.replay_window:
-            session.replies.popitem(last=False)
-        if not fut.done():
-            fut.set_result(outcome)
-        return outcome
+        if not ok:
+            raise value  # type: ignore[misc]
+        return value  # type: ignore[return-value]
 
     async def reset(self, session: Session, kwargs: dict[str, Any]) -> Observation:
         async def work() -> Observation:
