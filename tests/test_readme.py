@@ -33,10 +33,10 @@ def test_readme_first_screen_gives_the_two_commands() -> None:
         assert command.startswith("python3 -m venv "), command
         assert not re.search(r"(^|&& )pip3? install", command), command
     # The quick start installs openenv and the echo environment, nothing else.
-    assert "pip install . ./envs/echo_env &&" in quickstart
+    assert "pip install -e . -e ./envs/echo_env &&" in quickstart
     assert quickstart.endswith("python examples/quickstart.py")
     # The tests run from the lock file, as CI runs them; .ci/run checks both in fresh containers.
-    assert "uv sync --all-packages --locked &&" in tests and tests.endswith("uv run pytest")
+    assert "uv sync --all-packages --locked --inexact &&" in tests and tests.endswith("uv run pytest")
     ci = (REPO / ".ci" / "run").read_text()
     assert "uv sync --all-packages --locked" in ci and "uv run pytest" in ci
     assert ".ci/fresh-machine.sh" in ci
