@@ -5,6 +5,7 @@
 #
 #   .ci/fresh-machine.sh            both commands
 #   .ci/fresh-machine.sh 1          only the first (the quick start)
+#   .ci/fresh-machine.sh --commands print the two commands as read from the README, run nothing
 #
 # Needs root, a running Docker engine and debootstrap. No registry serves images here, so the
 # image is made locally with debootstrap and kept, tagged by a hash of what went into it. The
@@ -31,6 +32,10 @@ if [ "${#COMMANDS[@]}" -ne 2 ]; then
     echo "fresh-machine: expected 2 commands in the README's first bash block, found" \
         "${#COMMANDS[@]}" >&2
     exit 1
+fi
+if [ "${1:-}" = "--commands" ]; then
+    printf '%s\n' "${COMMANDS[@]}"
+    exit 0
 fi
 
 # The image: a minimal Debian with only what a new machine brings for Python.

@@ -36,10 +36,21 @@ def test_readme_first_screen_gives_the_two_commands() -> None:
     assert "pip install -e . -e ./envs/echo_env &&" in quickstart
     assert quickstart.endswith("python examples/quickstart.py")
     # The tests run from the lock file, as CI runs them; .ci/run checks both in fresh containers.
-    assert "uv sync --all-packages --locked --inexact &&" in tests and tests.endswith("uv run pytest")
+    assert "uv sync --all-packages --locked --inexact &&" in tests
+    assert tests.endswith("uv run pytest")
     ci = (REPO / ".ci" / "run").read_text()
     assert "uv sync --all-packages --locked" in ci and "uv run pytest" in ci
-    assert ".ci/fresh-machine.sh" in ci
+    assert "bash .ci/fresh-machine.sh" in ci
+    # ... which reads the same two commands from the README.
+    script = subprocess.run(
+        ["bash", ".ci/fresh-machine.sh", "--commands"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert script.stdout.splitlines() == [quickstart, tests]
 
 
 def test_readme_table_lists_every_environment_with_its_types() -> None:
