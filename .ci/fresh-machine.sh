@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 SUITE=bookworm
 PACKAGES=python3,python3-venv,python3-pip,ca-certificates
 LOGS=${FRESH_LOGS:-/tmp/openenv-fresh-machine}
-TIMEOUT=${FRESH_TIMEOUT:-45m}
+TIMEOUT=${FRESH_TIMEOUT:-40m}
 mkdir -p "$LOGS"
 
 # The README's first ```bash block: every line that is neither blank nor a comment.
