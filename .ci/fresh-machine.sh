@@ -33,10 +33,11 @@ if [ "${#COMMANDS[@]}" -ne 2 ]; then
         "${#COMMANDS[@]}" >&2
     exit 1
 fi
-if [ "${1:-}" = "--commands" ]; then
-    printf '%s\n' "${COMMANDS[@]}"
-    exit 0
-fi
+case "${1:-}" in
+    --commands) printf '%s\n' "${COMMANDS[@]}"; exit 0 ;;
+    "" | 1 | 2) ;;
+    *) echo "usage: $0 [1|2|--commands]" >&2; exit 2 ;;
+esac
 
 # The image: a minimal Debian with only what a new machine brings for Python.
 IMAGE="openenv-fresh-$SUITE:$(printf '%s\n' "$SUITE" "$PACKAGES" | sha256sum | cut -c1-12)"
@@ -61,6 +62,12 @@ fi
 REVISION=$(git stash create)
 REVISION=${REVISION:-HEAD}
 
+# The host's trust store, if it has one where Debian keeps it.
+TRUST=()
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    TRUST=(-v /etc/ssl/certs:/etc/ssl/certs:ro -e SSL_CERT_FILE -e SSL_CERT_DIR)
+fi
+
 run_in_fresh_container() {
     local number=$1 command=$2 copy name status=0
     copy=$(mktemp -d /tmp/openenv-fresh-copy.XXXXXX)
@@ -69,11 +76,14 @@ run_in_fresh_container() {
     echo "fresh-machine: README command $number in a new $SUITE container ($IMAGE):"
     echo "    \$ $command"
     timeout "$TIMEOUT" docker run --rm --name "$name" --network host \
-        -v /etc/ssl/certs:/etc/ssl/certs:ro -e SSL_CERT_FILE -e SSL_CERT_DIR \
+        "${TRUST[@]}" \
         -v "$copy:/home/openenv" -w /home/openenv "$IMAGE" \
         bash -euo pipefail -c "$command" 2>&1 | tee "$LOGS/command-$number.log" || status=$?
     docker rm -f "$name" >/dev/null 2>&1 || true
     rm -rf "$copy"
+    if [ "$status" -eq 124 ]; then
+        echo "fresh-machine: FAILED: README command $number did not finish within $TIMEOUT" >&2
+    fi
     if [ "$status" -ne 0 ]; then
         echo "fresh-machine: FAILED: README command $number exited $status on a fresh $SUITE" \
             "machine (full log: $LOGS/command-$number.log)" >&2
