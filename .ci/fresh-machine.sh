@@ -15,6 +15,7 @@
 # inside, so the image tests skip there. Logs: $FRESH_LOGS (default
 # /tmp/openenv-fresh-machine).
 set -euo pipefail
+{ # Bash reads this block whole before running it, so editing the file meanwhile is harmless.
 cd "$(dirname "$0")/.."
 
 SUITE=bookworm
@@ -99,3 +100,4 @@ for number in 1 2; do
     fi
 done
 exit "$failed"
+}
