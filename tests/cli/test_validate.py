@@ -319,13 +319,11 @@ def test_pyproject_and_package_problems(tmp_path: Path) -> None:
         .replace('"grid_world_env.server.app:main"', '"grid_world_env.server.app:serve"')
     )
     (folder / "grid_world_env" / "client.py").unlink()
-    (folder / "Dockerfile").unlink()
     report = check_structure(folder)
     assert [c.id for c in report.failures] == [
         "server_entry_point",
         "openenv_dependency",
         "package_layout",
-        "dockerfile",
     ]
     assert report["server_entry_point"].expected == "grid_world_env.server.app:main"
     assert "client.py" in report["package_layout"].details
