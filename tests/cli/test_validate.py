@@ -164,7 +164,7 @@ def test_app_that_raises_on_import_is_a_failed_criterion(tmp_path: Path) -> None
     app = folder / "grid_world_env" / "server" / "app.py"
     app.write_text(
         app.read_text().replace(
-            "import argparse\n", "import argparse\n\nraise RuntimeError('boom: GRID_KEY unset')\n"
+            "app = create_app(", "raise RuntimeError('boom: GRID_KEY unset')\n\napp = create_app("
         )
     )
     out, report = validate_json(str(folder))
