@@ -2,8 +2,8 @@
 
 The build context is staged in a temporary folder: the environment's files, a Dockerfile
 generated from the template (or the environment's own, if it ships one) and `wheels/`, every
-wheel the image installs, collected on the host. The base image is made
-locally when it is missing (see `openenv.cli.base_image`).
+wheel the image installs, collected on the host. The base image is made locally when it is
+missing (see `openenv.cli.base_image`).
 """
 
 from __future__ import annotations
