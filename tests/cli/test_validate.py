@@ -164,7 +164,7 @@ def test_app_that_raises_on_import_is_a_failed_criterion(tmp_path: Path) -> None
     app = folder / "grid_world_env" / "server" / "app.py"
     app.write_text(
         app.read_text().replace(
-            "import argparse\n", "import argparse\n\nraise RuntimeError('boom: GRID_KEY unset')\n"
+            "app = create_app(", "raise RuntimeError('boom: GRID_KEY unset')\n\napp = create_app("
         )
     )
     out, report = validate_json(str(folder))
@@ -319,13 +319,11 @@ def test_pyproject_and_package_problems(tmp_path: Path) -> None:
         .replace('"grid_world_env.server.app:main"', '"grid_world_env.server.app:serve"')
     )
     (folder / "grid_world_env" / "client.py").unlink()
-    (folder / "Dockerfile").unlink()
     report = check_structure(folder)
     assert [c.id for c in report.failures] == [
         "server_entry_point",
         "openenv_dependency",
         "package_layout",
-        "dockerfile",
     ]
     assert report["server_entry_point"].expected == "grid_world_env.server.app:main"
     assert "client.py" in report["package_layout"].details

@@ -747,14 +747,12 @@ class _FolderChecker:
 
     def check_dockerfile(self) -> None:
         found = self.dockerfile()
-        description = "a Dockerfile exists (the folder's root or server/)"
+        description = "the image's Dockerfile: the folder's own (root or server/), or the template"
         if found is None:
-            self.add(
-                "dockerfile",
-                description,
-                False,
-                "no Dockerfile at the root or in server/: `openenv build` and Spaces need one",
+            details = (
+                "none shipped: `openenv build` and `openenv push` generate it from the template"
             )
+            self.add("dockerfile", description, True, details)
         else:
             self.add("dockerfile", description, True, str(found.relative_to(self.root)))
 
@@ -836,7 +834,8 @@ class _FolderChecker:
         root = self.root
         return {
             "docker": {
-                "supported": ok("dockerfile", "manifest"),
+                # The generated Dockerfile installs the package and runs its server app.
+                "supported": ok("dockerfile", "manifest", "openenv_dependency", "package_layout"),
                 "command": f"openenv build {root}",
             },
             "openenv_serve": {

@@ -94,8 +94,21 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     def state(self) -> StateT: ...
 
     def get_metadata(self) -> EnvironmentMetadata:
+        """What `/metadata` serves: the `openenv.yaml` of the environment's package, so the
+        name, description and version are written once; OpenEnv's defaults without one."""
+        from openenv.core.manifest import package_manifest
+
         name = type(self).__name__
-        return EnvironmentMetadata(name=name, description=f"{name} environment", version="1.0.0")
+        manifest = package_manifest(type(self).__module__)
+        if manifest is None:
+            return EnvironmentMetadata(
+                name=name, description=f"{name} environment", version="1.0.0"
+            )
+        return EnvironmentMetadata(
+            name=manifest.name,
+            description=manifest.description or f"{name} environment",
+            version=manifest.version,
+        )
 
     def close(self) -> None:
         """Release resources; the server calls it exactly once when the session ends."""
