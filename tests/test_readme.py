@@ -2,20 +2,87 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
+from openenv.core.manifest import tomllib
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_readme_first_screen_names_the_two_commands() -> None:
-    head = "\n".join((REPO / "README.md").read_text().splitlines()[:20])
-    assert "uv sync --all-packages && uv run python examples/quickstart.py" in head
-    assert "uv sync --all-packages && uv run pytest" in head
+def first_screen_commands() -> list[str]:
+    """The commands of the README's first bash block, as .ci/fresh-machine.sh reads them."""
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"^```bash\n(.*?)^```", readme, re.S | re.M)
+    assert block, "the README has no bash block"
+    lines = [line.strip() for line in block.group(1).splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def test_readme_first_screen_gives_the_two_commands() -> None:
+    head = "\n".join((REPO / "README.md").read_text().splitlines()[:25])
+    quickstart, tests = first_screen_commands()
+    assert f"{quickstart}\n" in head and f"{tests}\n" in head
+    # A fresh Debian or Ubuntu refuses `pip install` outside a virtual environment (PEP 668).
+    for command in (quickstart, tests):
+        assert command.startswith("python3 -m venv "), command
+        assert not re.search(r"(^|&& )pip3? install", command), command
+    # The quick start installs openenv and the echo environment, nothing else.
+    assert "pip install -e . -e ./envs/echo_env &&" in quickstart
+    assert quickstart.endswith("python examples/quickstart.py")
+    # The tests run from the lock file, as CI runs them; .ci/run checks both in fresh containers.
+    assert "uv sync --all-packages --locked --inexact &&" in tests
+    assert tests.endswith("uv run pytest")
     ci = (REPO / ".ci" / "run").read_text()
-    assert "uv sync --all-packages" in ci and "uv run pytest" in ci
+    assert "uv sync --all-packages --locked" in ci and "uv run pytest" in ci
+    assert "bash .ci/fresh-machine.sh" in ci
+    # ... which reads the same two commands from the README.
+    script = subprocess.run(
+        ["bash", ".ci/fresh-machine.sh", "--commands"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert script.stdout.splitlines() == [quickstart, tests]
+
+
+def test_readme_table_lists_every_environment_with_its_types() -> None:
+    """Each row names the env's action/observation classes (from openenv.yaml), real fields of
+    them, and the env's dependencies besides openenv."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("\n## Environments\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells
+    envs = {p.parent.name: p for p in (REPO / "envs").glob("*/openenv.yaml")}
+    assert set(rows) == set(envs)
+    for name, manifest_path in envs.items():
+        _, _, action, observation, needs = rows[name]
+        manifest = yaml.safe_load(manifest_path.read_text())
+        for cell, reference in (
+            (action, manifest["action"]),
+            (observation, manifest["observation"]),
+        ):
+            named = re.findall(r"`([^`]+)`", cell)
+            module, _, cls_name = reference.partition(":")
+            assert named[0] == cls_name, (name, cell, reference)
+            cls = getattr(importlib.import_module(module), cls_name)
+            assert set(named[1:]) <= set(cls.model_fields), (name, cell)
+        pyproject = tomllib.loads((manifest_path.parent / "pyproject.toml").read_text())
+        deps = {
+            re.match(r"[A-Za-z0-9_.-]+", dep).group(0)
+            for dep in pyproject["project"]["dependencies"]
+        } - {"openenv"}
+        assert set(re.findall(r"`([^`]+)`", needs)) == deps, (name, needs)
 
 
 def test_quickstart_serves_echo_and_runs_an_episode() -> None:

@@ -50,3 +50,13 @@ def test_bench_compares_our_plain_env_with_the_floor(tmp_path: Path) -> None:
         assert 0 < seq["p50_us"] <= seq["p99_us"]
     names = [target["name"] for target in report_data["targets"]]
     assert "plain step p50 (sequential WS): ours / floor" in names
+
+
+def test_client_import_bench_shows_no_server_stack_in_clients() -> None:
+    rows = {
+        line.split("  ")[0]: line
+        for line in _run("client_import.py", "--runs", "1").splitlines()[1:]
+    }
+    assert rows["typed MCP client (from echo_env import EchoEnv)"].endswith("none")
+    assert rows["openenv.core.protocol"].endswith("none")
+    assert "fastapi" in rows["server stack (openenv.core.env_server.create_app)"]

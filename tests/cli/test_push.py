@@ -295,7 +295,9 @@ def test_dry_run_stages_the_environment_files(grid_dry_run: dict[str, Any]) -> N
 
 def test_dry_run_dockerfile_builds_on_a_space(grid_dry_run: dict[str, Any]) -> None:
     staged = (grid_dry_run["stage"] / "Dockerfile").read_text()
-    source = (GRID / "Dockerfile").read_text()
+    # The environment ships no Dockerfile: the template is generated into the Space.
+    assert not (GRID / "Dockerfile").exists()
+    source = render_dockerfile("openenv-grid-world", "grid_world_env")
     assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim$", staged, re.M)
     assert "openenv-base" not in staged
     if "ARG PIP_NO_INDEX=1" in source:

@@ -191,7 +191,7 @@ def test_app_that_raises_on_import_is_a_failed_criterion(tmp_path: Path) -> None
     app = folder / "grid_world_env" / "server" / "app.py"
     app.write_text(
         app.read_text().replace(
-            "import argparse\n", "import argparse\n\nraise RuntimeError('boom: GRID_KEY unset')\n"
+            "app = create_app(", "raise RuntimeError('boom: GRID_KEY unset')\n\napp = create_app("
         )
     )
     out, report = validate_json(str(folder))
@@ -211,8 +211,11 @@ def test_app_that_raises_on_import_is_a_failed_criterion(tmp_path: Path) -> None
 def test_interrupting_validate_stops_the_server(tmp_path: Path, sig: int, code: int) -> None:
     folder = copy_env(tmp_path)
     app = folder / "grid_world_env" / "server" / "app.py"
-    slow = "import argparse\nimport time\n\ntime.sleep(60)\n"
-    app.write_text(app.read_text().replace("import argparse\n", slow))
+    source = app.read_text()
+    assert "app = create_app(" in source  # the server hangs while importing its app
+    app.write_text(
+        source.replace("app = create_app(", "import time\n\ntime.sleep(60)\napp = create_app(")
+    )
     process = subprocess.Popen(
         [OPENENV, "validate", str(folder), "--json"],
         stdout=subprocess.DEVNULL,

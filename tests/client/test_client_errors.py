@@ -9,14 +9,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from openenv.core.client_errors import (
+from openenv.core.env_client import EnvClient
+from openenv.core.errors import (
     CapacityReachedError,
     EnvironmentExecutionError,
     InvalidRequestError,
     OpenEnvError,
     is_infrastructure_error,
 )
-from openenv.core.env_client import EnvClient
 from openenv.core.generic_client import GenericEnvClient
 from tests.client.conftest import COUNTER_APP
 from tests.client_apps.counter import CounterAction, CounterObservation, CounterState

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from openenv.core.client_errors import (
+from openenv.core.env_client import EnvClient
+from openenv.core.errors import (
     ConnectionLostError,
     SessionLostError,
     is_infrastructure_error,
 )
-from openenv.core.env_client import EnvClient
 from tests.client.conftest import COUNTER_APP
 from tests.client.tcp_proxy import TcpProxy
 from tests.client_apps.counter import CounterAction, CounterObservation, CounterState

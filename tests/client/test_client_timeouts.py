@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from openenv.core.client_errors import (
+from openenv.core.env_client import EnvClient
+from openenv.core.errors import (
     OpenEnvError,
     RequestTimeoutError,
     is_infrastructure_error,
 )
-from openenv.core.env_client import EnvClient
 from tests.client.tcp_proxy import SilentServer, TcpProxy
 from tests.client_apps.counter import CounterAction, CounterObservation, CounterState
 

@@ -60,13 +60,16 @@ class CounterEnvironment(Environment[CounterAction, CounterObservation, CounterS
         st.applied_steps += 1
         st.step_count += 1
         st.history = [*st.history, action.delta]
+        metadata: dict[str, Any] = {"applied": st.applied_steps}
+        if timeout_s is not None or kwargs:  # what the client sent besides the action
+            metadata["step_kwargs"] = {"timeout_s": timeout_s, **kwargs}
         return CounterObservation(
             value=st.value,
             applied_steps=st.applied_steps,
             note=f"added {action.delta}",
             reward=float(action.delta),
             done=st.value >= 1000,
-            metadata={"applied": st.applied_steps},
+            metadata=metadata,
         )
 
     @property

@@ -16,13 +16,13 @@ import pytest
 
 from echo_env import CallToolAction, CallToolObservation, EchoEnv, ListToolsAction, State
 from openenv.core import GenericEnvClient, MCPToolClient
-from openenv.core.client_errors import (
+from openenv.core.env_server.mcp_types import ListToolsObservation, ToolErrorType
+from openenv.core.errors import (
     CapacityReachedError,
     InvalidRequestError,
     ToolCallError,
     is_infrastructure_error,
 )
-from openenv.core.env_server.mcp_types import ListToolsObservation, ToolErrorType
 from tests.support.server import RunningServer
 
 from .conftest import PUBLISHED_MAX_SESSIONS

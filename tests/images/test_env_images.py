@@ -18,7 +18,7 @@ from .conftest import published_url, wait_for_health
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
 # echo has its own, more detailed image tests in test_build.py.
-ENVS = sorted(path.name for path in (REPO / "envs").iterdir() if (path / "Dockerfile").is_file())
+ENVS = sorted(path.name for path in (REPO / "envs").iterdir() if (path / "openenv.yaml").is_file())
 ENVS.remove("echo_env")
 
 pytestmark = pytest.mark.slow

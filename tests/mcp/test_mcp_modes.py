@@ -12,8 +12,8 @@ from mcp.shared.exceptions import MCPError
 from websockets.asyncio.client import connect
 
 from mcp import ClientSession
-from openenv.core.client_errors import ToolCallError
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
+from openenv.core.errors import ToolCallError
 from openenv.core.generic_client import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
 

@@ -10,8 +10,8 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp import ClientSession
-from openenv.core.client_errors import ToolCallError
 from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+from openenv.core.errors import ToolCallError
 from openenv.core.mcp_client import MCPToolClient
 
 # (tool, arguments, expected error_type)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openenv.core import GenericEnvClient, RewardError
-from openenv.core.client_errors import is_infrastructure_error
+from openenv.core.errors import is_infrastructure_error
 from tests.support.server import serve
 
 

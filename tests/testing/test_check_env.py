@@ -23,7 +23,7 @@ from openenv.core.env_server import (
     Observation,
     State,
 )
-from openenv.core.env_server.errors import InvalidActionError
+from openenv.core.errors import InvalidActionError
 from openenv.testing import CheckReport, EnvCheckError, acheck_env, check_env
 from tests.apps.counter import CounterAction, CounterEnv, CounterObservation
 

@@ -19,7 +19,7 @@ from openenv.core.env_server import (
     serialize_observation,
 )
 from openenv.core.env_server.interfaces import state_class_of
-from openenv.core.env_server.serialization import dumps
+from openenv.core.protocol import dumps
 
 
 class Color(enum.Enum):

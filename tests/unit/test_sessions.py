@@ -8,12 +8,9 @@ from typing import Any, Optional
 import pytest
 
 from openenv.core.env_server import Action, Environment, Observation, ServerConfig, State
-from openenv.core.env_server.errors import (
-    CapacityError,
-    ConcurrencyConfigurationError,
-    FactoryError,
-)
+from openenv.core.env_server.errors import ConcurrencyConfigurationError
 from openenv.core.env_server.sessions import SessionManager, SlotPool, filter_kwargs
+from openenv.core.errors import CapacityReachedError, FactoryError
 
 
 class Tick(Action):
@@ -61,7 +58,7 @@ async def test_slot_pool_is_fifo_and_bounded() -> None:
     await asyncio.sleep(0)
     second = asyncio.create_task(waiter("second"))
     await asyncio.sleep(0)
-    with pytest.raises(CapacityError):  # the queue holds two
+    with pytest.raises(CapacityReachedError):  # the queue holds two
         await pool.acquire(5.0)
     pool.release()
     await first
@@ -74,9 +71,9 @@ async def test_slot_pool_is_fifo_and_bounded() -> None:
 async def test_slot_pool_wait_times_out_and_hands_slot_on() -> None:
     pool = SlotPool(size=1, max_waiters=4)
     await pool.acquire(1.0)
-    with pytest.raises(CapacityError) as info:
+    with pytest.raises(CapacityReachedError) as info:
         await pool.acquire(0.05)
-    assert info.value.extra == {"active_sessions": 1, "max_sessions": 1}
+    assert info.value.data == {"active_sessions": 1, "max_sessions": 1}
     assert pool.queued == 0
     pool.release()
     assert pool.used == 0

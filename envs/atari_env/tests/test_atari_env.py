@@ -9,23 +9,22 @@ import pytest
 
 from atari_env import AtariAction, AtariEnv, decode_frame
 from atari_env.server.atari_environment import AtariEnvironment, downscale_frame
-from openenv.core.client_errors import InvalidRequestError
-from openenv.testing import check_env
-from tests.support.server import RunningServer, serve
+from openenv.core.errors import InvalidRequestError
+from openenv.testing import check_env, running_server
 
 APP = "atari_env.server.app:app"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve(APP) as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server(APP) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
-def breakout_server() -> Iterator[RunningServer]:
-    with serve(APP, env={"ATARI_GAME": "breakout"}) as running:
-        yield running
+def breakout_server() -> Iterator[str]:
+    with running_server(APP, env={"ATARI_GAME": "breakout"}) as url:
+        yield url
 
 
 def test_passes_the_environment_checker() -> None:
@@ -52,8 +51,8 @@ def test_downscale_averages_blocks() -> None:
     assert downscale_frame(rgb, 2).shape == (105, 80, 3)
 
 
-async def test_pong_frames_decode(server: RunningServer) -> None:
-    async with AtariEnv(base_url=server.url) as env:
+async def test_pong_frames_decode(server: str) -> None:
+    async with AtariEnv(base_url=server) as env:
         result = await env.reset(seed=0)
         obs = result.observation
         assert obs.game == "pong" and result.reward is None and not result.done
@@ -76,8 +75,8 @@ async def test_pong_frames_decode(server: RunningServer) -> None:
         assert np.array_equal(listed, frame)
 
 
-async def test_pong_episode_pays_points(server: RunningServer) -> None:
-    async with AtariEnv(base_url=server.url) as env:
+async def test_pong_episode_pays_points(server: str) -> None:
+    async with AtariEnv(base_url=server) as env:
         await env.reset(seed=1, obs_type="grayscale", frame_format="zlib", max_episode_steps=400)
         rewards = []
         for i in range(400):
@@ -94,8 +93,8 @@ async def test_pong_episode_pays_points(server: RunningServer) -> None:
             await env.step(AtariAction(action_id=0))
 
 
-async def test_breakout_to_game_over(breakout_server: RunningServer) -> None:
-    async with AtariEnv(base_url=breakout_server.url) as env:
+async def test_breakout_to_game_over(breakout_server: str) -> None:
+    async with AtariEnv(base_url=breakout_server) as env:
         result = await env.reset(seed=3, obs_type="grayscale", frame_format="zlib")
         obs = result.observation
         assert obs.game == "breakout" and obs.lives == 5
@@ -113,7 +112,7 @@ async def test_breakout_to_game_over(breakout_server: RunningServer) -> None:
         assert (await env.state()).episode_return == pytest.approx(total)
 
 
-async def test_seeded_resets_are_deterministic(breakout_server: RunningServer) -> None:
+async def test_seeded_resets_are_deterministic(breakout_server: str) -> None:
     async def run(seed: int) -> tuple[list[str], list[float]]:
         result = await env.reset(seed=seed, frame_format="zlib")  # sticky actions on (0.25)
         frames, rewards = [result.observation.frame_b64], []
@@ -123,15 +122,15 @@ async def test_seeded_resets_are_deterministic(breakout_server: RunningServer) -
             rewards.append(result.reward)
         return frames, rewards
 
-    async with AtariEnv(base_url=breakout_server.url) as env:
+    async with AtariEnv(base_url=breakout_server) as env:
         first, again = await run(7), await run(7)
         assert first == again
         other = await run(8)
         assert other[0] != first[0]
 
 
-async def test_invalid_actions_and_options(server: RunningServer) -> None:
-    async with AtariEnv(base_url=server.url) as env:
+async def test_invalid_actions_and_options(server: str) -> None:
+    async with AtariEnv(base_url=server) as env:
         await env.reset(seed=0)
         for bad in (6, -1):
             with pytest.raises(InvalidRequestError) as info:

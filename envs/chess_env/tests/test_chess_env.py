@@ -10,8 +10,7 @@ import pytest
 
 from chess_env import ChessAction, ChessEnv
 from chess_env.server.chess_environment import STOCKFISH_PATH, ChessEnvironment
-from openenv.testing import check_env
-from tests.support.server import RunningServer, serve
+from openenv.testing import check_env, running_server
 
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1"  # a1a8#
 STALEMATE_IN_ONE = "k7/8/1Q6/8/8/8/8/7K w - - 0 1"  # b6c7 stalemates
@@ -19,9 +18,9 @@ LOSING = "kr6/8/8/8/8/8/P5PP/7K w - - 0 1"  # after a2a3 the greedy opponent mat
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve("chess_env.server.app:app") as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server("chess_env.server.app:app") as url:
+        yield url
 
 
 def test_passes_the_environment_checker() -> None:
@@ -30,8 +29,8 @@ def test_passes_the_environment_checker() -> None:
     assert report.ok, str(report)
 
 
-async def test_checkmate_wins(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_checkmate_wins(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         result = await env.reset(fen=MATE_IN_ONE)
         assert "a1a8" in result.observation.legal_moves
         result = await env.step(ChessAction(move="a1a8"))
@@ -44,8 +43,8 @@ async def test_checkmate_wins(server: RunningServer) -> None:
         assert state.result == "1-0" and state.moves == ["a1a8"] and state.agent_moves == 1
 
 
-async def test_greedy_opponent_mates(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_greedy_opponent_mates(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         await env.reset(fen=LOSING, opponent="greedy", seed=0)
         result = await env.step(ChessAction(move="a2a3"))
         assert result.done and result.reward == pytest.approx(-1.0)
@@ -53,8 +52,8 @@ async def test_greedy_opponent_mates(server: RunningServer) -> None:
         assert result.observation.result == "0-1"
 
 
-async def test_stalemate_is_a_draw(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_stalemate_is_a_draw(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         await env.reset(fen=STALEMATE_IN_ONE)
         result = await env.step(ChessAction(move="b6c7"))
         assert result.done and result.reward == pytest.approx(0.0)
@@ -62,8 +61,8 @@ async def test_stalemate_is_a_draw(server: RunningServer) -> None:
         assert result.observation.termination == "stalemate"
 
 
-async def test_illegal_moves_are_penalized_and_rejected(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_illegal_moves_are_penalized_and_rejected(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         start = await env.reset(seed=1)
         for bad in ("e2e5", "hello", ""):
             result = await env.step(ChessAction(move=bad))
@@ -78,8 +77,8 @@ async def test_illegal_moves_are_penalized_and_rejected(server: RunningServer) -
         assert state.illegal_moves == 3 and state.agent_moves == 1 and len(state.moves) == 2
 
 
-async def test_illegal_move_can_lose_the_game(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_illegal_move_can_lose_the_game(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         await env.reset(illegal_move="lose")
         result = await env.step(ChessAction(move="e1e2"))
         assert result.done and result.reward == pytest.approx(-1.0)
@@ -87,15 +86,15 @@ async def test_illegal_move_can_lose_the_game(server: RunningServer) -> None:
         assert result.observation.result == "0-1"
 
 
-async def test_custom_penalty(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_custom_penalty(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         await env.reset(illegal_move_penalty=-0.25)
         result = await env.step(ChessAction(move="a1a8"))
         assert result.reward == pytest.approx(-0.25)
 
 
-async def test_playing_black_opponent_moves_first(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_playing_black_opponent_moves_first(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         first = await env.reset(seed=7, agent_color="black")
         again = await env.reset(seed=7, agent_color="black")
         obs = first.observation
@@ -105,9 +104,9 @@ async def test_playing_black_opponent_moves_first(server: RunningServer) -> None
         assert len(obs.legal_moves) == 20
 
 
-async def test_full_random_game(server: RunningServer) -> None:
+async def test_full_random_game(server: str) -> None:
     rng = random.Random(0)
-    async with ChessEnv(base_url=server.url) as env:
+    async with ChessEnv(base_url=server) as env:
         result = await env.reset(seed=2, opponent="greedy")
         for _ in range(600):
             result = await env.step(ChessAction(move=rng.choice(result.observation.legal_moves)))
@@ -123,8 +122,8 @@ async def test_full_random_game(server: RunningServer) -> None:
         assert state.result == obs.result and obs.pgn.rstrip().endswith(obs.result)
 
 
-async def test_max_moves_cuts_the_game(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_max_moves_cuts_the_game(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         await env.reset(seed=0, max_moves=2)
         await env.step(ChessAction(move="e2e4"))
         result = await env.step(ChessAction(move="d2d4"))
@@ -133,8 +132,8 @@ async def test_max_moves_cuts_the_game(server: RunningServer) -> None:
 
 
 @pytest.mark.skipif(os.path.exists(STOCKFISH_PATH), reason="Stockfish is installed")
-async def test_stockfish_missing_is_a_clear_error(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_stockfish_missing_is_a_clear_error(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         with pytest.raises(Exception, match="Stockfish"):
             await env.reset(opponent="stockfish")
         result = await env.reset(opponent="random")  # the session stays usable
@@ -142,8 +141,8 @@ async def test_stockfish_missing_is_a_clear_error(server: RunningServer) -> None
 
 
 @pytest.mark.skipif(not os.path.exists(STOCKFISH_PATH), reason="Stockfish is not installed")
-async def test_stockfish_opponent(server: RunningServer) -> None:
-    async with ChessEnv(base_url=server.url) as env:
+async def test_stockfish_opponent(server: str) -> None:
+    async with ChessEnv(base_url=server) as env:
         result = await env.reset(opponent="stockfish", agent_color="black")
         assert result.observation.last_opponent_move is not None
 

@@ -8,14 +8,13 @@ import pytest
 
 from grid_world_env import GridWorldAction, GridWorldEnv
 from grid_world_env.server.grid_world_environment import GridWorldEnvironment
-from openenv.testing import check_env
-from tests.support.server import RunningServer, serve
+from openenv.testing import check_env, running_server
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve("grid_world_env.server.app:app") as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server("grid_world_env.server.app:app") as url:
+        yield url
 
 
 def test_passes_the_environment_checker() -> None:
@@ -29,8 +28,8 @@ def test_passes_the_environment_checker_with_generated_actions() -> None:
     assert report.ok, str(report)
 
 
-async def test_shortest_path_episode(server: RunningServer) -> None:
-    async with GridWorldEnv(base_url=server.url) as env:
+async def test_shortest_path_episode(server: str) -> None:
+    async with GridWorldEnv(base_url=server) as env:
         result = await env.reset(seed=0)
         assert result.observation.position == [0, 0]
         assert result.observation.goal == [4, 4]
@@ -50,8 +49,8 @@ async def test_shortest_path_episode(server: RunningServer) -> None:
         assert state.total_reward == pytest.approx(1.0 - 0.7)
 
 
-async def test_moves_are_clamped_at_the_border(server: RunningServer) -> None:
-    async with GridWorldEnv(base_url=server.url) as env:
+async def test_moves_are_clamped_at_the_border(server: str) -> None:
+    async with GridWorldEnv(base_url=server) as env:
         await env.reset()
         result = await env.step(GridWorldAction(direction="UP"))
         assert result.observation.position == [0, 0]
@@ -65,8 +64,8 @@ async def test_moves_are_clamped_at_the_border(server: RunningServer) -> None:
         assert (await env.state()).step_count == 3
 
 
-async def test_random_start_is_seeded(server: RunningServer) -> None:
-    async with GridWorldEnv(base_url=server.url) as env:
+async def test_random_start_is_seeded(server: str) -> None:
+    async with GridWorldEnv(base_url=server) as env:
         starts = []
         for seed in range(6):
             result = await env.reset(seed=seed, random_start=True)
@@ -78,8 +77,8 @@ async def test_random_start_is_seeded(server: RunningServer) -> None:
         assert (await env.state()).random_start
 
 
-async def test_episode_is_cut_at_max_steps(server: RunningServer) -> None:
-    async with GridWorldEnv(base_url=server.url) as env:
+async def test_episode_is_cut_at_max_steps(server: str) -> None:
+    async with GridWorldEnv(base_url=server) as env:
         await env.reset(max_steps=3)
         for _ in range(3):
             result = await env.step(GridWorldAction(direction="UP"))

@@ -9,24 +9,23 @@ import pytest
 
 from gymnasium_env import GymnasiumAction, GymnasiumEnv
 from gymnasium_env.server.gymnasium_environment import GymnasiumEnvironment
-from openenv.core.client_errors import InvalidRequestError
-from openenv.testing import check_env
-from tests.support.server import RunningServer, serve
+from openenv.core.errors import InvalidRequestError
+from openenv.testing import check_env, running_server
 
 APP = "gymnasium_env.server.app:app"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve(APP) as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server(APP) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
-def pendulum_server() -> Iterator[RunningServer]:
+def pendulum_server() -> Iterator[str]:
     env = {"GYMNASIUM_ENV_ID": "Pendulum-v1", "GYMNASIUM_ENV_KWARGS": json.dumps({"g": 9.81})}
-    with serve(APP, env=env) as running:
-        yield running
+    with running_server(APP, env=env) as url:
+        yield url
 
 
 def test_passes_the_environment_checker() -> None:
@@ -42,8 +41,8 @@ def test_passes_the_environment_checker_with_a_continuous_env() -> None:
     assert report.ok, str(report)
 
 
-async def test_cartpole_episode_over_the_wire(server: RunningServer) -> None:
-    async with GymnasiumEnv(base_url=server.url) as env:
+async def test_cartpole_episode_over_the_wire(server: str) -> None:
+    async with GymnasiumEnv(base_url=server) as env:
         result = await env.reset(seed=42)
         obs = result.observation
         assert obs.env_id == "CartPole-v1"
@@ -74,8 +73,8 @@ async def test_cartpole_episode_over_the_wire(server: RunningServer) -> None:
         assert replay.done and replay.observation.observation == result.observation.observation
 
 
-async def test_invalid_actions_are_validation_errors(server: RunningServer) -> None:
-    async with GymnasiumEnv(base_url=server.url) as env:
+async def test_invalid_actions_are_validation_errors(server: str) -> None:
+    async with GymnasiumEnv(base_url=server) as env:
         await env.reset(seed=0)
         with pytest.raises(InvalidRequestError) as info:
             await env.step(GymnasiumAction(action=2))
@@ -90,8 +89,8 @@ async def test_invalid_actions_are_validation_errors(server: RunningServer) -> N
         assert (await env.state()).step_count == 1
 
 
-async def test_frozen_lake_per_episode_with_discrete_observations(server: RunningServer) -> None:
-    async with GymnasiumEnv(base_url=server.url) as env:
+async def test_frozen_lake_per_episode_with_discrete_observations(server: str) -> None:
+    async with GymnasiumEnv(base_url=server) as env:
         result = await env.reset(
             env_id="FrozenLake-v1", env_kwargs={"is_slippery": False, "map_name": "4x4"}, seed=0
         )
@@ -122,16 +121,16 @@ async def test_frozen_lake_per_episode_with_discrete_observations(server: Runnin
         assert back.observation.env_id == "CartPole-v1"
 
 
-async def test_unknown_env_id_is_rejected(server: RunningServer) -> None:
-    async with GymnasiumEnv(base_url=server.url) as env:
+async def test_unknown_env_id_is_rejected(server: str) -> None:
+    async with GymnasiumEnv(base_url=server) as env:
         with pytest.raises(Exception, match="not a registered"):
             await env.reset(env_id="NoSuchEnv-v0")
         with pytest.raises(Exception, match="module-qualified"):
             await env.reset(env_id="os:System-v0")
 
 
-async def test_pendulum_continuous_actions(pendulum_server: RunningServer) -> None:
-    async with GymnasiumEnv(base_url=pendulum_server.url) as env:
+async def test_pendulum_continuous_actions(pendulum_server: str) -> None:
+    async with GymnasiumEnv(base_url=pendulum_server) as env:
         result = await env.reset(seed=7)
         obs = result.observation
         assert obs.env_id == "Pendulum-v1"

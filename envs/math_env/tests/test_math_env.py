@@ -9,14 +9,13 @@ import pytest
 
 from math_env import MathAction, MathEnv
 from math_env.server.math_environment import MathEnvironment
-from openenv.testing import check_env
-from tests.support.server import RunningServer, serve
+from openenv.testing import check_env, running_server
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve("math_env.server.app:app") as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server("math_env.server.app:app") as url:
+        yield url
 
 
 def _answer(question: str) -> int:
@@ -30,8 +29,8 @@ def test_passes_the_environment_checker() -> None:
     assert report.ok, str(report)
 
 
-async def test_rewards_and_their_parts_reach_the_client(server: RunningServer) -> None:
-    async with MathEnv(base_url=server.url) as env:
+async def test_rewards_and_their_parts_reach_the_client(server: str) -> None:
+    async with MathEnv(base_url=server) as env:
         result = await env.reset(seed=3)
         first = result.observation.question
         right = await env.step(MathAction(answer=str(_answer(first))))

@@ -9,14 +9,13 @@ import pytest
 
 from maze_env import MazeAction, MazeEnv
 from maze_env.server.maze_environment import MOVES, MazeEnvironment, generate_layout
-from openenv.testing import check_env
-from tests.support.server import RunningServer, serve
+from openenv.testing import check_env, running_server
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve("maze_env.server.app:app") as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server("maze_env.server.app:app") as url:
+        yield url
 
 
 def shortest_path(grid: list[str], start: list[int], goal: list[int]) -> list[int]:
@@ -81,8 +80,8 @@ def test_generated_mazes_are_perfect_and_seeded(size: int) -> None:
     assert edges == len(cells) - 1
 
 
-async def test_solving_the_default_maze(server: RunningServer) -> None:
-    async with MazeEnv(base_url=server.url) as env:
+async def test_solving_the_default_maze(server: str) -> None:
+    async with MazeEnv(base_url=server) as env:
         result = await env.reset()
         obs = result.observation
         assert obs.position == [0, 0] and obs.exit == [7, 7]
@@ -102,8 +101,8 @@ async def test_solving_the_default_maze(server: RunningServer) -> None:
         assert state.total_reward == pytest.approx(10.0 - 0.05 * (len(path) - 1))
 
 
-async def test_wall_bumps_and_revisits(server: RunningServer) -> None:
-    async with MazeEnv(base_url=server.url) as env:
+async def test_wall_bumps_and_revisits(server: str) -> None:
+    async with MazeEnv(base_url=server) as env:
         await env.reset()
         bump = await env.step(MazeAction(action=0))  # up, out of the maze
         assert bump.reward == pytest.approx(-0.75)
@@ -118,8 +117,8 @@ async def test_wall_bumps_and_revisits(server: RunningServer) -> None:
         assert state.wall_bumps == 2 and state.visited == 2 and not state.solved
 
 
-async def test_seeded_random_mazes_over_the_wire(server: RunningServer) -> None:
-    async with MazeEnv(base_url=server.url) as env:
+async def test_seeded_random_mazes_over_the_wire(server: str) -> None:
+    async with MazeEnv(base_url=server) as env:
         first = await env.reset(seed=11, size=9)
         again = await env.reset(seed=11, size=9)
         other = await env.reset(seed=12, size=9)
@@ -133,8 +132,8 @@ async def test_seeded_random_mazes_over_the_wire(server: RunningServer) -> None:
         assert result.done and result.reward == pytest.approx(10.0)
 
 
-async def test_episode_is_cut_at_max_steps(server: RunningServer) -> None:
-    async with MazeEnv(base_url=server.url) as env:
+async def test_episode_is_cut_at_max_steps(server: str) -> None:
+    async with MazeEnv(base_url=server) as env:
         await env.reset(max_steps=2)
         await env.step(MazeAction(action=0))
         result = await env.step(MazeAction(action=0))

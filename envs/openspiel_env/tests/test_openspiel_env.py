@@ -7,25 +7,24 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv.core.client_errors import InvalidRequestError
-from openenv.testing import check_env
+from openenv.core.errors import InvalidRequestError
+from openenv.testing import check_env, running_server
 from openspiel_env import OpenSpielAction, OpenSpielEnv
 from openspiel_env.server.openspiel_environment import TESTED_GAMES, OpenSpielEnvironment
-from tests.support.server import RunningServer, serve
 
 APP = "openspiel_env.server.app:app"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve(APP) as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server(APP) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
-def kuhn_server() -> Iterator[RunningServer]:
-    with serve(APP, env={"OPENSPIEL_GAME": "kuhn_poker"}) as running:
-        yield running
+def kuhn_server() -> Iterator[str]:
+    with running_server(APP, env={"OPENSPIEL_GAME": "kuhn_poker"}) as url:
+        yield url
 
 
 def legal_line(game: str, seed: int = 0) -> list[OpenSpielAction]:
@@ -69,8 +68,8 @@ async def play(env: OpenSpielEnv, seed: int, **options: object) -> tuple[list, f
 
 
 @pytest.mark.parametrize("game", TESTED_GAMES)
-async def test_random_episode_to_the_end(server: RunningServer, game: str) -> None:
-    async with OpenSpielEnv(base_url=server.url) as env:
+async def test_random_episode_to_the_end(server: str, game: str) -> None:
+    async with OpenSpielEnv(base_url=server) as env:
         observations, total = await play(env, seed=3, game=game)
         last = observations[-1]
         assert last.done and last.game == game and last.legal_actions == []
@@ -91,8 +90,8 @@ async def test_random_episode_to_the_end(server: RunningServer, game: str) -> No
         assert first.info_state is not None or first.observation_string is not None
 
 
-async def test_seeded_resets_are_deterministic(server: RunningServer) -> None:
-    async with OpenSpielEnv(base_url=server.url) as env:
+async def test_seeded_resets_are_deterministic(server: str) -> None:
+    async with OpenSpielEnv(base_url=server) as env:
         for game in TESTED_GAMES:
             a, ra = await play(env, seed=11, game=game)
             b, rb = await play(env, seed=11, game=game)
@@ -100,8 +99,8 @@ async def test_seeded_resets_are_deterministic(server: RunningServer) -> None:
             assert [o.model_dump() for o in a] == [o.model_dump() for o in b]
 
 
-async def test_tic_tac_toe_first_legal_opponent(server: RunningServer) -> None:
-    async with OpenSpielEnv(base_url=server.url) as env:
+async def test_tic_tac_toe_first_legal_opponent(server: str) -> None:
+    async with OpenSpielEnv(base_url=server) as env:
         result = await env.reset(game="tic_tac_toe", opponent="first_legal")
         assert result.observation.legal_actions == list(range(9))
         assert result.observation.legal_action_names[4] == "x(1,1)"
@@ -117,8 +116,8 @@ async def test_tic_tac_toe_first_legal_opponent(server: RunningServer) -> None:
         assert (await env.state()).history == [2, 0, 4, 1, 6]
 
 
-async def test_illegal_actions_are_validation_errors(server: RunningServer) -> None:
-    async with OpenSpielEnv(base_url=server.url) as env:
+async def test_illegal_actions_are_validation_errors(server: str) -> None:
+    async with OpenSpielEnv(base_url=server) as env:
         result = await env.reset(game="connect_four", seed=0)
         for bad in (7, -1, 1000):
             with pytest.raises(InvalidRequestError) as info:
@@ -134,8 +133,8 @@ async def test_illegal_actions_are_validation_errors(server: RunningServer) -> N
             await env.reset(game="tic_tac_toe", opponent="perfect")
 
 
-async def test_2048_pays_intermediate_rewards(server: RunningServer) -> None:
-    async with OpenSpielEnv(base_url=server.url) as env:
+async def test_2048_pays_intermediate_rewards(server: str) -> None:
+    async with OpenSpielEnv(base_url=server) as env:
         observations, total = await play(env, seed=0, game="2048")
         rewards = [o.reward for o in observations[1:]]
         assert sum(1 for r in rewards if r > 0) > 1 and total > 0
@@ -143,8 +142,8 @@ async def test_2048_pays_intermediate_rewards(server: RunningServer) -> None:
         assert any(a["player"] == -1 for a in observations[1].other_actions)
 
 
-async def test_server_default_game_from_env_var(kuhn_server: RunningServer) -> None:
-    async with OpenSpielEnv(base_url=kuhn_server.url) as env:
+async def test_server_default_game_from_env_var(kuhn_server: str) -> None:
+    async with OpenSpielEnv(base_url=kuhn_server) as env:
         result = await env.reset(seed=5)
         obs = result.observation
         assert obs.game == "kuhn_poker" and obs.legal_action_names == ["Pass", "Bet"]

@@ -7,16 +7,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv.testing import check_env
+from openenv.testing import check_env, running_server
 from snake_env import SnakeAction, SnakeEnv, SnakeObservation
 from snake_env.server.snake_environment import DELTAS, SnakeEnvironment
-from tests.support.server import RunningServer, serve
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve("snake_env.server.app:app") as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server("snake_env.server.app:app") as url:
+        yield url
 
 
 def test_passes_the_environment_checker() -> None:
@@ -45,8 +44,8 @@ def _greedy(obs: SnakeObservation) -> str:
     return best
 
 
-async def test_eating_fruit(server: RunningServer) -> None:
-    async with SnakeEnv(base_url=server.url) as env:
+async def test_eating_fruit(server: str) -> None:
+    async with SnakeEnv(base_url=server) as env:
         result = await env.reset(seed=5)
         obs = result.observation
         assert obs.length == 3 and obs.score == 0 and obs.direction == "RIGHT"
@@ -70,8 +69,8 @@ async def test_eating_fruit(server: RunningServer) -> None:
         assert len(state.snake) == obs.length and state.snake[0] == obs.head
 
 
-async def test_hitting_the_wall_ends_the_episode(server: RunningServer) -> None:
-    async with SnakeEnv(base_url=server.url) as env:
+async def test_hitting_the_wall_ends_the_episode(server: str) -> None:
+    async with SnakeEnv(base_url=server) as env:
         result = await env.reset(seed=0)
         assert result.observation.head == [5, 5]
         rewards = []
@@ -86,8 +85,8 @@ async def test_hitting_the_wall_ends_the_episode(server: RunningServer) -> None:
         assert not state.alive
 
 
-async def test_turns(server: RunningServer) -> None:
-    async with SnakeEnv(base_url=server.url) as env:
+async def test_turns(server: str) -> None:
+    async with SnakeEnv(base_url=server) as env:
         await env.reset(seed=1)
         left = await env.step(SnakeAction(action=1))
         assert left.observation.direction == "UP"
@@ -101,8 +100,8 @@ async def test_turns(server: RunningServer) -> None:
         assert absolute.observation.direction == "LEFT"
 
 
-async def test_fruit_placement_is_seeded(server: RunningServer) -> None:
-    async with SnakeEnv(base_url=server.url) as env:
+async def test_fruit_placement_is_seeded(server: str) -> None:
+    async with SnakeEnv(base_url=server) as env:
         fruits = [(await env.reset(seed=s)).observation.fruit for s in (1, 2, 3, 1)]
         assert fruits[0] == fruits[3]
         assert len({tuple(f) for f in fruits}) > 1

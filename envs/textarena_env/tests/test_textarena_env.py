@@ -6,18 +6,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv.core.env_server.errors import InvalidActionError
-from openenv.testing import check_env
-from tests.support.server import RunningServer, serve
+from openenv.core.errors import InvalidActionError
+from openenv.testing import check_env, running_server
 from textarena_env import TextArenaAction, TextArenaEnv
 from textarena_env.server.textarena_environment import TextArenaEnvironment
 from textarena_env.server.wordle import feedback, word_list
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve("textarena_env.server.app:app") as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server("textarena_env.server.app:app") as url:
+        yield url
 
 
 def solve(info_history: list[tuple[str, str]]) -> str:
@@ -52,8 +51,8 @@ def test_invalid_guesses_are_rejected_without_costing_a_guess() -> None:
     assert obs.info["guesses_left"] == 5
 
 
-async def test_plays_wordle_over_the_wire(server: RunningServer) -> None:
-    async with TextArenaEnv(base_url=server.url) as env:
+async def test_plays_wordle_over_the_wire(server: str) -> None:
+    async with TextArenaEnv(base_url=server) as env:
         result = await env.reset(env_id="Wordle-v0", seed=7)
         assert "Wordle" in result.observation.prompt
         assert result.observation.messages[0].role == "user"
@@ -76,8 +75,8 @@ async def test_plays_wordle_over_the_wire(server: RunningServer) -> None:
         assert first.done and first.reward == 1.0 and again.observation.info["guesses_left"] == 6
 
 
-async def test_invalid_guess_is_a_validation_error_over_the_wire(server: RunningServer) -> None:
-    async with TextArenaEnv(base_url=server.url) as env:
+async def test_invalid_guess_is_a_validation_error_over_the_wire(server: str) -> None:
+    async with TextArenaEnv(base_url=server) as env:
         await env.reset(seed=1)
         with pytest.raises(Exception) as info:
             await env.step(TextArenaAction(message="no brackets"))
@@ -86,8 +85,8 @@ async def test_invalid_guess_is_a_validation_error_over_the_wire(server: Running
         assert ok.observation.info["guesses_left"] == 5
 
 
-async def test_plays_a_textarena_game_over_the_wire(server: RunningServer) -> None:
-    async with TextArenaEnv(base_url=server.url) as env:
+async def test_plays_a_textarena_game_over_the_wire(server: str) -> None:
+    async with TextArenaEnv(base_url=server) as env:
         result = await env.reset(env_id="GuessTheNumber-v0", seed=1)
         assert result.observation.current_player_id == 0
         low, high = 1, 20

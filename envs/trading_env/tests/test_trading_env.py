@@ -8,9 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv.core.client_errors import EnvironmentExecutionError, InvalidRequestError
-from openenv.testing import check_env
-from tests.support.server import RunningServer, serve
+from openenv.core.errors import EnvironmentExecutionError, InvalidRequestError
+from openenv.testing import check_env, running_server
 from trading_env import TradingAction, TradingEnv
 from trading_env.data import make_prices
 from trading_env.market import MARKET, PRICES_CSV, TICKERS
@@ -18,9 +17,9 @@ from trading_env.server.trading_environment import TradingEnvironment
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with serve("trading_env.server.app:app", env={"TRADING_COST_BPS": "10"}) as running:
-        yield running
+def server() -> Iterator[str]:
+    with running_server("trading_env.server.app:app", env={"TRADING_COST_BPS": "10"}) as url:
+        yield url
 
 
 def _close(day: int, ticker: str) -> float:
@@ -47,8 +46,8 @@ def test_shipped_prices_are_reproducible_by_the_script() -> None:
     assert all(p > 0 for day in MARKET.closes for p in day)
 
 
-async def test_buy_and_hold_episode(server: RunningServer) -> None:
-    async with TradingEnv(base_url=server.url) as env:
+async def test_buy_and_hold_episode(server: str) -> None:
+    async with TradingEnv(base_url=server) as env:
         result = await env.reset(start_day=100, window=5, history=4, initial_cash=10_000)
         obs = result.observation
         assert obs.day == 100 and obs.date == MARKET.dates[100]
@@ -86,8 +85,8 @@ async def test_buy_and_hold_episode(server: RunningServer) -> None:
             await env.step(TradingAction())
 
 
-async def test_invalid_orders_are_clipped(server: RunningServer) -> None:
-    async with TradingEnv(base_url=server.url) as env:
+async def test_invalid_orders_are_clipped(server: str) -> None:
+    async with TradingEnv(base_url=server) as env:
         await env.reset(start_day=10, window=10, initial_cash=1_000, cost_bps=0)
         # Selling what is not held: nothing happens, and the clip is reported.
         result = await env.step(TradingAction(orders={"BETA": -5}))
@@ -115,8 +114,8 @@ async def test_invalid_orders_are_clipped(server: RunningServer) -> None:
         )
 
 
-async def test_unknown_tickers_are_validation_errors(server: RunningServer) -> None:
-    async with TradingEnv(base_url=server.url) as env:
+async def test_unknown_tickers_are_validation_errors(server: str) -> None:
+    async with TradingEnv(base_url=server) as env:
         await env.reset(seed=1)
         with pytest.raises(InvalidRequestError) as info:
             await env.step(TradingAction.model_construct(orders={"ZZZ": 1}, metadata={}))
@@ -127,8 +126,8 @@ async def test_unknown_tickers_are_validation_errors(server: RunningServer) -> N
         assert ok.observation.executed == {"ALPHA": 1}
 
 
-async def test_seeded_starts_costs_and_log_returns(server: RunningServer) -> None:
-    async with TradingEnv(base_url=server.url) as env:
+async def test_seeded_starts_costs_and_log_returns(server: str) -> None:
+    async with TradingEnv(base_url=server) as env:
         first = await env.reset(seed=7, window=20)
         again = await env.reset(seed=7, window=20)
         assert first.observation.day == again.observation.day

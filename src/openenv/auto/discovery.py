@@ -25,7 +25,13 @@ from typing import Any, Optional
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from openenv.core.manifest import MANIFEST_NAME, EnvManifest, ManifestError, load_manifest
+from openenv.core.manifest import (
+    MANIFEST_NAME,
+    EnvManifest,
+    ManifestError,
+    find_package_manifest,
+    load_manifest,
+)
 
 from .errors import DiscoveryWarning, EnvironmentImportError, EnvironmentNotFoundError
 
@@ -413,11 +419,9 @@ def _find_manifest(dist: md.Distribution, candidates: list[str]) -> Optional[Pat
             return path
     # 3. Wherever the package imports from: inside it, or beside it (a source checkout).
     for candidate in candidates:
-        spec = _find_spec(candidate)
-        for location in (spec.submodule_search_locations or []) if spec else []:
-            for path in (Path(location) / MANIFEST_NAME, Path(location).parent / MANIFEST_NAME):
-                if path.is_file():
-                    return path
+        path = find_package_manifest(candidate)
+        if path is not None:
+            return path
     return None
 
 

@@ -1,4 +1,9 @@
-"""The Dockerfile of an environment image, written by `openenv init` and used by `openenv build`.
+"""The Dockerfile of an environment image, generated when it is needed.
+
+Environments ship no Dockerfile: `openenv build` writes this template into the staged build
+context, and `openenv push` into the staged Space, so a fix to the template reaches every
+environment. An environment that needs another one ships it (`Dockerfile` at its root, or
+`server/Dockerfile`), and that one is used instead.
 
 Design: a builder stage makes one virtual environment from wheels that `openenv build` prepared
 on the host (no package index is reachable while building), and the final stage copies just
@@ -8,6 +13,11 @@ HEALTHCHECK on `/health` that needs nothing but Python.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openenv.core.manifest import EnvProject
 
 DEFAULT_BASE_IMAGE = "openenv-base:latest"
 BUILDER_LABEL = "org.openenv.stage=builder"
@@ -74,4 +84,13 @@ def render_dockerfile(
         port=port,
         base_image=base_image,
         healthcheck=healthcheck,
+    )
+
+
+def project_dockerfile(project: EnvProject, *, base_image: str = DEFAULT_BASE_IMAGE) -> str:
+    """The Dockerfile text for an environment: its own if it ships one, else the template."""
+    if project.dockerfile is not None:
+        return project.dockerfile.read_text(encoding="utf-8")
+    return render_dockerfile(
+        project.dist_name, project.package, port=project.manifest.port, base_image=base_image
     )

@@ -5,7 +5,8 @@ byte for byte what the Space would get. Staging never touches the Hub and never 
 
 What changes on the way from the environment folder to the Space:
 
-- the Dockerfile moves to the root and builds from a base image the Space builder can pull;
+- the Dockerfile (generated from the template unless the environment ships its own) is
+  written at the root and builds from a base image the Space builder can pull;
   pip may use PyPI there for third-party dependencies, but installs `openenv` and the
   environment from `wheels/` by file name (the `openenv` on PyPI is a different project);
 - `wheels/` holds the wheels of this checkout's `openenv` and of the environment;
@@ -27,7 +28,7 @@ import yaml
 
 from openenv.core.manifest import EnvProject, split_front_matter
 
-from .dockerfile import render_dockerfile
+from .dockerfile import project_dockerfile
 
 #: Default base image of a Space: the Hub's builder pulls it from Docker Hub.
 SPACE_BASE_IMAGE = "python:3.11-slim"
@@ -310,13 +311,8 @@ def stage_space(
     notes = copy_environment(project, dest, exclude)
 
     manifest = project.manifest
-    if project.dockerfile is not None:
-        source = project.dockerfile.read_text(encoding="utf-8")
-    else:
-        notes.append("no Dockerfile in the environment: the one `openenv init` writes is used")
-        source = render_dockerfile(project.dist_name, project.package, port=manifest.port)
     dockerfile, docker_notes = space_dockerfile(
-        source,
+        project_dockerfile(project),
         dist_name=project.dist_name,
         base_image=base_image,
         interface=interface,

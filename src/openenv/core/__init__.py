@@ -7,7 +7,7 @@ not pay for the server stack.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _LAZY = {
     "EnvClient": ".env_client",
@@ -17,24 +17,58 @@ _LAZY = {
     "MCPClientBase": ".mcp_client",
     "MCPToolClient": ".mcp_client",
     "StepResult": ".client_types",
-    "OpenEnvError": ".client_errors",
-    "ServerError": ".client_errors",
-    "InvalidRequestError": ".client_errors",
-    "EnvironmentExecutionError": ".client_errors",
-    "CapacityReachedError": ".client_errors",
-    "SessionLostError": ".client_errors",
-    "ConnectionLostError": ".client_errors",
-    "RequestTimeoutError": ".client_errors",
-    "ToolCallError": ".client_errors",
-    "RewardError": ".client_errors",
+    "OpenEnvError": ".errors",
+    "ServerError": ".errors",
+    "InvalidRequestError": ".errors",
+    "EnvironmentExecutionError": ".errors",
+    "CapacityReachedError": ".errors",
+    "SessionLostError": ".errors",
+    "ConnectionLostError": ".errors",
+    "RequestTimeoutError": ".errors",
+    "ToolCallError": ".errors",
+    "ServerUnreachableError": ".errors",
+    "ProtocolViolationError": ".errors",
+    "RewardError": ".errors",
     "LLMClient": ".llm_client",
     "LLMResponse": ".llm_client",
     "ToolCall": ".llm_client",
     "OpenAIClient": ".llm_client",
     "AnthropicClient": ".llm_client",
     "create_llm_client": ".llm_client",
-    "is_infrastructure_error": ".client_errors",
+    "is_infrastructure_error": ".errors",
 }
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load on first use
+    from .client_types import StepResult
+    from .env_client import EnvClient
+    from .env_server import *  # noqa: F403
+    from .errors import (
+        CapacityReachedError,
+        ConnectionLostError,
+        EnvironmentExecutionError,
+        InvalidRequestError,
+        OpenEnvError,
+        ProtocolViolationError,
+        RequestTimeoutError,
+        RewardError,
+        ServerError,
+        ServerUnreachableError,
+        SessionLostError,
+        ToolCallError,
+        is_infrastructure_error,
+    )
+    from .generic_client import GenericAction, GenericEnvClient
+    from .llm_client import (
+        AnthropicClient,
+        LLMClient,
+        LLMResponse,
+        OpenAIClient,
+        ToolCall,
+        create_llm_client,
+    )
+    from .mcp_client import MCPClientBase, MCPToolClient
+    from .sync_client import SyncEnvClient
 
 
 def _server() -> Any:

@@ -15,22 +15,35 @@ import itertools
 import logging
 import os
 import typing
-from typing import Any, ClassVar, Generic, TypeVar
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
-
-from .client_errors import (
+from .client_types import StepResult
+from .env_server.types import Observation, State
+from .errors import (
     ConnectionLostError,
+    ProtocolViolationError,
     RequestTimeoutError,
+    ServerUnreachableError,
     SessionLostError,
     error_from_data,
 )
-from .client_types import StepResult
-from .env_server.serialization import dumps, loads
-from .env_server.types import Observation, State
+from .protocol import (
+    SUBPROTOCOL,
+    Reply,
+    RequestKind,
+    decode_reply,
+    encode_request,
+    ws_session_url,
+)
 from .utils import convert_to_http_url, convert_to_ws_url
+
+if TYPE_CHECKING:
+    from websockets.asyncio.client import ClientConnection
+
+    from .sync_client import SyncEnvClient
+
+# `websockets` is imported where a connection is made (about 0.1 s): importing a client stays
+# cheap for trainers that import clients in many processes.
 
 logger = logging.getLogger("openenv.client")
 
@@ -38,7 +51,6 @@ ActT = TypeVar("ActT")
 ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
 
-SUBPROTOCOL = "openenv.v1"
 _MODES = ("simulation", "production")
 
 
@@ -107,8 +119,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._ws: ClientConnection | None = None
         self._extended = False
         self._reader: asyncio.Task[None] | None = None
-        self._pending: dict[int, tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = {}
+        self._pending: dict[int, tuple[str, asyncio.Future[Reply]]] = {}
         self._ids = itertools.count(1)
+        self._rpc_ids = itertools.count(1)
         self._lock: asyncio.Lock | None = None
         self._connect_lock: asyncio.Lock | None = None
         self._recovering: asyncio.Task[None] | None = None
@@ -117,7 +130,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._lost_session: str | None = None
         self._session_info: dict[str, Any] = {}
         self._attach_session_id: str | None = None
-        self._sync_client: Any = None
+        self._sync_client: SyncEnvClient[ActT, ObsT, StateT] | None = None
 
     # -- properties ---------------------------------------------------------------------
 
@@ -140,15 +153,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     # -- connection ---------------------------------------------------------------------
 
-    def _url(self, session_id: str | None) -> str:
-        if session_id:
-            return f"{self._ws_base}?session_id={quote(session_id)}"
-        return self._ws_base
-
     async def _open(self, session_id: str | None) -> ClientConnection:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake
+
         try:
             return await connect(
-                self._url(session_id),
+                ws_session_url(self._ws_base, session_id),
                 subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
                 open_timeout=self.connect_timeout_s,
                 max_size=self.max_message_size,
@@ -161,7 +172,10 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 compression=None,
             )
         except (OSError, InvalidHandshake, asyncio.TimeoutError) as exc:
-            raise ConnectionError(f"Failed to connect to {self._ws_base}: {exc}") from exc
+            raise ServerUnreachableError(
+                f"Failed to connect to {self._ws_base}: {exc or type(exc).__name__}. Is the "
+                "environment server running at this address (try GET /health)?"
+            ) from exc
 
     async def connect(self) -> EnvClient[ActT, ObsT, StateT]:
         """Open the connection (idempotent); a session is created or attached on the server."""
@@ -189,7 +203,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             self._recovering = None
         if ws is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(ws.send('{"type":"close"}'), 2.0)
+                await asyncio.wait_for(ws.send(encode_request("close")), 2.0)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(), 2.0)
         if self._reader is not None:
@@ -227,7 +241,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     def __exit__(self, *exc: Any) -> None:  # pragma: no cover - __enter__ always raises
         return None
 
-    def sync(self) -> Any:
+    def sync(self) -> SyncEnvClient[ActT, ObsT, StateT]:
         """A blocking wrapper around this client (`with EchoEnv(...).sync() as env:`)."""
         from .sync_client import SyncEnvClient
 
@@ -238,23 +252,28 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     # -- extended protocol: id-tagged requests and resume ---------------------------------
 
     async def _read_loop(self, ws: ClientConnection) -> None:
+        from websockets.exceptions import ConnectionClosed
+
         try:
             async for raw in ws:
-                msg = loads(raw)
-                kind = msg.get("type")
-                if kind == "session":
-                    self._session_info = msg.get("data") or {}
-                    self._session_id = self._session_info.get("session_id")
+                try:
+                    reply = decode_reply(raw)
+                except ValueError as exc:
+                    self._fail_pending(ProtocolViolationError(str(exc)))
                     continue
-                rid = msg.get("id")
-                entry = self._pending.pop(rid, None) if rid is not None else None
+                if reply.kind == "session":
+                    self._session_info = reply.data
+                    self._session_id = reply.data.get("session_id")
+                    continue
+                rid = reply.id
+                entry = self._pending.pop(rid, None) if isinstance(rid, int) else None
                 if entry is not None:
                     if not entry[1].done():
-                        entry[1].set_result(msg)
-                elif kind == "error":
+                        entry[1].set_result(reply)
+                elif reply.is_error:
                     # An error without an id comes before the session exists (capacity, factory)
                     # or for a frame the server could not parse: it fails every waiting request.
-                    self._fail_pending(error_from_data(msg.get("data") or {}))
+                    self._fail_pending(error_from_data(reply.data))
         except ConnectionClosed:
             pass
         except asyncio.CancelledError:
@@ -268,6 +287,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     async def _recover(self) -> None:
         """Reconnect, resume the session and re-send unanswered requests."""
+        from websockets.exceptions import ConnectionClosed
+
         session_id = self._session_id
         if not self.resume or session_id is None:
             self._mark_lost()
@@ -281,16 +302,17 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 return
             try:
                 ws = await self._open(session_id)
-                raw = await asyncio.wait_for(ws.recv(), self.connect_timeout_s)
+                first = decode_reply(await asyncio.wait_for(ws.recv(), self.connect_timeout_s))
             except (ConnectionError, ConnectionClosed, asyncio.TimeoutError, OSError) as exc:
                 last_exc = exc
                 await asyncio.sleep(self.reconnect_backoff_s * (2**attempt))
                 continue
-            msg = loads(raw)
-            if msg.get("type") != "session":
+            except ValueError as exc:
+                first = Reply("error", {"message": str(exc), "code": "SESSION_ERROR"}, None)
+            if first.kind != "session":
                 with contextlib.suppress(Exception):
                     await ws.close()
-                data = msg.get("data") or {}
+                data = first.data
                 self._mark_lost()
                 self._fail_pending(
                     SessionLostError(
@@ -300,13 +322,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                     )
                 )
                 return
-            self._session_info = msg.get("data") or {}
+            self._session_info = first.data
             self._ws = ws
             self._reader = asyncio.get_running_loop().create_task(self._read_loop(ws))
             logger.info("Resumed session %s after a dropped connection", session_id)
             for rid in sorted(self._pending):
                 with contextlib.suppress(ConnectionClosed):
-                    await ws.send(dumps(self._pending[rid][0]).decode())
+                    await ws.send(self._pending[rid][0])
             return
         self._mark_lost()
         self._fail_pending(
@@ -341,32 +363,43 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             self._lost_session = None
             await self.connect()
 
-    async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
-        await self._wait_connected(str(message.get("type")))
+    async def _request(
+        self, kind: RequestKind, data: Any = None, options: dict[str, Any] | None = None
+    ) -> Reply:
+        from websockets.exceptions import ConnectionClosed
+
+        await self._wait_connected(kind)
         if not self._extended:
-            reply = await self._request_plain(message)
+            if options:
+                raise TypeError(
+                    f"step() keyword arguments {sorted(options)} cannot be sent: this server "
+                    "speaks OpenEnv's plain protocol, whose step frame carries only the action"
+                )
+            reply = await self._request_plain(kind, encode_request(kind, data))
         else:
             rid = next(self._ids)
-            message = {**message, "id": rid}
-            fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._pending[rid] = (message, fut)
+            frame = encode_request(kind, data, rid, options)
+            fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+            self._pending[rid] = (frame, fut)
             ws = self._ws
             if ws is not None:
                 with contextlib.suppress(ConnectionClosed):
-                    await ws.send(dumps(message).decode())  # a drop is healed by _recover
+                    await ws.send(frame)  # a drop is healed by _recover
             try:
                 reply = await asyncio.wait_for(asyncio.shield(fut), self.message_timeout_s)
             except asyncio.TimeoutError:
                 self._pending.pop(rid, None)
                 raise RequestTimeoutError(
-                    f"No reply to {message.get('type')} within {self.message_timeout_s:g}s"
+                    f"No reply to {kind} within {self.message_timeout_s:g}s"
                 ) from None
-        if reply.get("type") == "error":
-            raise error_from_data(reply.get("data") or {})
+        if reply.is_error:
+            raise error_from_data(reply.data)
         return reply
 
-    async def _request_plain(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def _request_plain(self, kind: str, frame: str) -> Reply:
         """OpenEnv servers: strict lockstep; a timeout drops the connection to avoid desync."""
+        from websockets.exceptions import ConnectionClosed
+
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -376,12 +409,12 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             assert ws is not None
             try:
                 try:
-                    await ws.send(dumps(message).decode())
+                    await ws.send(frame)
                 except ConnectionClosed:
                     # The server may have refused the session (capacity, factory) and closed;
                     # its error frame is still buffered and says why.
                     raw = await asyncio.wait_for(ws.recv(), 1.0)
-                    return loads(raw)
+                    return self._decode(raw)
                 raw = await asyncio.wait_for(ws.recv(), self.message_timeout_s)
             except asyncio.TimeoutError:
                 self._ws = None
@@ -389,35 +422,52 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 with contextlib.suppress(Exception):
                     await ws.close()
                 raise RequestTimeoutError(
-                    f"No reply to {message.get('type')} within {self.message_timeout_s:g}s; "
+                    f"No reply to {kind} within {self.message_timeout_s:g}s; "
                     "the connection was closed (this server cannot match late replies)"
                 ) from None
             except ConnectionClosed as exc:
                 self._ws = None
                 self._lost_session = "the previous session"
                 raise ConnectionLostError(f"Connection to {self._ws_base} closed: {exc}") from exc
-            return loads(raw)
+            return self._decode(raw)
+
+    @staticmethod
+    def _decode(raw: str | bytes) -> Reply:
+        try:
+            return decode_reply(raw)
+        except ValueError as exc:
+            raise ProtocolViolationError(str(exc)) from None
 
     # -- the Gym-style API --------------------------------------------------------------
 
     async def reset(self, **kwargs: Any) -> StepResult[ObsT]:
         """Start an episode; keyword arguments (seed, episode_id, ...) go to the env's reset."""
-        reply = await self._request({"type": "reset", "data": kwargs})
-        return self._parse_result(reply.get("data") or {})
+        reply = await self._request("reset", kwargs)
+        return self._parse_result(reply.data)
 
     async def step(self, action: ActT, **kwargs: Any) -> StepResult[ObsT]:
-        reply = await self._request({"type": "step", "data": self._step_payload(action)})
-        return self._parse_result(reply.get("data") or {})
+        """Apply `action`; keyword arguments (e.g. `timeout_s`) go to the env's step.
+
+        OpenEnv's plain protocol has no place for them: against such a server they raise
+        TypeError rather than being dropped.
+        """
+        reply = await self._request("step", self._step_payload(action), kwargs or None)
+        return self._parse_result(reply.data)
 
     async def state(self) -> StateT:
-        reply = await self._request({"type": "state"})
-        return self._parse_state(reply.get("data") or {})
+        reply = await self._request("state")
+        return self._parse_state(reply.data)
 
     async def mcp_request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """A JSON-RPC call tunnelled over this session's WebSocket (`{"type":"mcp"}`)."""
-        rpc = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
-        reply = await self._request({"type": "mcp", "data": rpc})
-        return reply.get("data") or {}
+        rpc = {
+            "jsonrpc": "2.0",
+            "id": next(self._rpc_ids),
+            "method": method,
+            "params": params or {},
+        }
+        reply = await self._request("mcp", rpc)
+        return reply.data
 
     # -- parse hooks ----------------------------------------------------------------------
 
@@ -425,7 +475,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         if isinstance(action, dict):
             return dict(action)
         if hasattr(action, "model_dump"):
-            payload = action.model_dump(mode="json")  # type: ignore[union-attr]
+            payload = action.model_dump(mode="json")
             if not payload.get("metadata"):
                 payload.pop("metadata", None)
             return payload

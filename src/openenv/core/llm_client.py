@@ -176,7 +176,7 @@ def _object_schema(schema: Any) -> dict[str, Any]:
     return result
 
 
-def _tool_parts(tool: Any) -> tuple[str, str, dict[str, Any]]:
+def _tool_parts(tool: Any) -> tuple[str, str, dict[str, Any] | None]:
     data = _tool_dict(tool)
     if data.get("type") == "function" and isinstance(data.get("function"), Mapping):
         function = data["function"]

@@ -6,6 +6,8 @@ environment folder; this module reads them once, with errors that say which file
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
 import sys
 from dataclasses import dataclass, field
@@ -84,6 +86,40 @@ def load_manifest(path: Path) -> EnvManifest:
     return parse_manifest(path.read_text(encoding="utf-8"), str(path))
 
 
+def find_package_manifest(package: str) -> Optional[Path]:
+    """The `openenv.yaml` of import package `package`, found without importing it.
+
+    A wheel carries it inside the package (`echo_env/openenv.yaml`); a source checkout or an
+    editable install has it beside the package, in the environment folder.
+    """
+    try:
+        spec = importlib.util.find_spec(package.partition(".")[0])
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        for path in (Path(location) / MANIFEST_NAME, Path(location).parent / MANIFEST_NAME):
+            if path.is_file():
+                return path
+    return None
+
+
+@functools.cache
+def package_manifest(module: str) -> Optional[EnvManifest]:
+    """The manifest of the environment that module `module` belongs to, if it has one.
+
+    A manifest beside the package counts only when its `app` names that package, so that a
+    folder's unrelated `openenv.yaml` is never taken for it. Malformed manifests raise.
+    """
+    package = module.partition(".")[0]
+    path = find_package_manifest(package)
+    if path is None:
+        return None
+    manifest = load_manifest(path)
+    if manifest.app.partition(":")[0].partition(".")[0] != package:
+        return None
+    return manifest
+
+
 _FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 _FRONT_MATTER_START = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?$", re.M)
 
@@ -128,7 +164,9 @@ class EnvProject:
 
     @property
     def version(self) -> str:
-        return str(self.pyproject.get("project", {}).get("version", "0.0.0"))
+        """`[project] version`, else the manifest's (where a dynamic version comes from)."""
+        version = self.pyproject.get("project", {}).get("version") or self.manifest.version
+        return str(version or "0.0.0")
 
     @property
     def package(self) -> str:

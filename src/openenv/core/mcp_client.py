@@ -8,12 +8,8 @@ attached to that same session. `mode="simulation"`: tools are listed and called 
 
 from __future__ import annotations
 
-import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from .client_errors import ServerError, ToolCallError
 from .client_types import StepResult
 from .env_client import EnvClient, _resolve_mode
 from .env_server.mcp_types import (
@@ -25,14 +21,24 @@ from .env_server.mcp_types import (
 )
 from .env_server.types import Observation, State
 
+if TYPE_CHECKING:
+    import httpx
+from .errors import (
+    ProtocolViolationError,
+    ServerError,
+    ServerUnreachableError,
+    ToolCallError,
+    error_from_data,
+)
+
 
 class MCPClientBase(EnvClient[Any, Observation, State]):
     def __init__(
         self, base_url: str | None = None, *args: Any, mode: str | None = None, **kwargs: Any
     ):
-        super().__init__(base_url, *args, mode=_resolve_mode(mode, default="production"), **kwargs)
+        kwargs["mode"] = _resolve_mode(mode, default="production")
+        super().__init__(base_url, *args, **kwargs)
         self._tools_cache: list[Tool] | None = None
-        self._rpc_ids = itertools.count(1)
         self._http: httpx.AsyncClient | None = None
         self._mcp_session_id: str | None = None
 
@@ -43,6 +49,8 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
     # -- HTTP JSON-RPC (production mode) -----------------------------------------------
 
     async def _rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        import httpx  # on first use: httpx (and its CLI's imports) cost ~0.3 s at import
+
         if self._http is None:
             self._http = httpx.AsyncClient(
                 headers=self.headers,
@@ -56,12 +64,23 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
         }
         try:
             response = await self._http.post(f"{self.base_url}/mcp", json=body)
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise ConnectionError(
-                f"MCP request {method} to {self.base_url}/mcp failed: {exc}"
+        except httpx.TransportError as exc:
+            raise ServerUnreachableError(
+                f"MCP request {method} to {self.base_url}/mcp failed: {exc or type(exc).__name__}"
+                ". Is the environment server running at this address (try GET /health)?"
             ) from exc
-        reply = response.json()
+        try:
+            reply = response.json()
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or (response.is_error and not reply.get("error")):
+            detail = reply.get("detail") if isinstance(reply, dict) else None
+            if isinstance(detail, dict) and "code" in detail:
+                raise error_from_data(detail)
+            raise ServerError(
+                f"MCP request {method} got HTTP {response.status_code}: {response.text[:200]}",
+                "SESSION_ERROR",
+            )
         error = reply.get("error")
         if error:
             raise _rpc_exception(method, params or {}, error)
@@ -87,7 +106,7 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
             if sid is not None:
                 try:
                     await self._rpc("openenv/session/close", {"session_id": sid})
-                except (ServerError, ConnectionError, ToolCallError):
+                except (ServerError, ServerUnreachableError, ToolCallError):
                     pass  # already closed with the WebSocket session
             await self._http.aclose()
             self._http = None
@@ -103,6 +122,8 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
             tools = [_tool_from_payload(t) for t in result.get("tools", [])]
         else:
             step = await self.step(ListToolsAction())
+            if not isinstance(step.observation, ListToolsObservation):
+                raise ProtocolViolationError("list_tools did not return a ListToolsObservation")
             tools = list(step.observation.tools)
         self._tools_cache = tools
         return list(tools)
@@ -131,11 +152,12 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
         inner_meta = obs.pop("metadata", None)
         metadata = payload.get("metadata") or inner_meta or {}
         reward, done = payload.get("reward"), bool(payload.get("done", False))
-        common = {"reward": reward, "done": done, "metadata": metadata}
-        observation: Any
+        common: dict[str, Any] = {"reward": reward, "done": done, "metadata": metadata}
+        observation: Observation
+        cls = self.observation_type
         if "tools" in obs:
-            observation = ListToolsObservation(
-                tools=[_tool_from_payload(t) for t in obs["tools"]], **common
+            observation = ListToolsObservation.model_validate(
+                {"tools": [_tool_from_payload(t) for t in obs["tools"]], **common}
             )
         elif "tool_name" in obs:
             raw = obs.get("result")
@@ -144,8 +166,8 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
                 obs["result"] = raw["data"]
                 common["metadata"] = {**metadata, "mcp_result": raw}
             observation = CallToolObservation.model_validate({**obs, **common})
-        elif self.observation_type is not None and self.observation_type is not Observation:
-            observation = self.observation_type.model_validate({**obs, **common})
+        elif isinstance(cls, type) and issubclass(cls, Observation) and cls is not Observation:
+            observation = cls.model_validate({**obs, **common})
         else:
             observation = MCPObservation.model_validate({**obs, **common})
         return StepResult(observation=observation, reward=reward, done=done, metadata=metadata)
@@ -171,6 +193,8 @@ class MCPToolClient(MCPClientBase):
             return result
         step = await self.step(CallToolAction(tool_name=name, arguments=arguments))
         obs = step.observation
+        if not isinstance(obs, CallToolObservation):
+            raise ProtocolViolationError(f"call_tool {name!r} did not return a CallToolObservation")
         if obs.error is not None:
             raise ToolCallError(name, obs.error.error_type.value, obs.error.message)
         return obs.result

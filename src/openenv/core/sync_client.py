@@ -6,26 +6,34 @@ import asyncio
 import functools
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .client_types import StepResult
+
+if TYPE_CHECKING:
+    from .env_client import EnvClient
 
 T = TypeVar("T")
+ActT = TypeVar("ActT")
+ObsT = TypeVar("ObsT")
+StateT = TypeVar("StateT")
 
 
-class SyncEnvClient:
+class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     """Runs the wrapped async client on a private event loop thread.
 
     Every coroutine method of the async client is available as a blocking method
     (`reset`, `step`, `state`, and e.g. `list_tools` / `call_tool` on MCP clients).
     """
 
-    def __init__(self, async_client: Any) -> None:
+    def __init__(self, async_client: EnvClient[ActT, ObsT, StateT]) -> None:
         self._client = async_client
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     @property
-    def async_client(self) -> Any:
+    def async_client(self) -> EnvClient[ActT, ObsT, StateT]:
         return self._client
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -50,20 +58,20 @@ class SyncEnvClient:
         loop = self._ensure_loop()
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-    def connect(self) -> SyncEnvClient:
+    def connect(self) -> SyncEnvClient[ActT, ObsT, StateT]:
         self._run(self._client.connect())
         return self
 
     def disconnect(self) -> None:
         self._run(self._client.disconnect())
 
-    def reset(self, **kwargs: Any) -> Any:
+    def reset(self, **kwargs: Any) -> StepResult[ObsT]:
         return self._run(self._client.reset(**kwargs))
 
-    def step(self, action: Any, **kwargs: Any) -> Any:
+    def step(self, action: ActT, **kwargs: Any) -> StepResult[ObsT]:
         return self._run(self._client.step(action, **kwargs))
 
-    def state(self) -> Any:
+    def state(self) -> StateT:
         return self._run(self._client.state())
 
     def close(self) -> None:
@@ -80,7 +88,7 @@ class SyncEnvClient:
             loop.close()
             self._loop = self._thread = None
 
-    def __enter__(self) -> SyncEnvClient:
+    def __enter__(self) -> SyncEnvClient[ActT, ObsT, StateT]:
         return self.connect()
 
     def __exit__(self, *exc: Any) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from openenv.core.env_server.serialization import dumps, loads
+from openenv.core.protocol import dumps, loads
 
 _MAX_REPR = 80
 

@@ -14,7 +14,7 @@ from typing import Any, Optional, Protocol
 
 from pydantic import BaseModel
 
-from openenv.core.env_server.errors import exception_message as _exc
+from openenv.core.errors import exception_message as _exc
 
 from ._jsonutil import check_schema, first_difference, normalize, short, validate, without
 from .report import CheckReport, Severity

@@ -22,19 +22,14 @@ import httpx
 import orjson
 from pydantic import ValidationError
 
-from openenv.core.client_errors import ServerError
-from openenv.core.env_server.errors import ServerSideError
-from openenv.core.env_server.errors import exception_message as _exc
 from openenv.core.env_server.interfaces import Environment, overrides, state_class_of
-from openenv.core.env_server.serialization import (
-    deserialize_action,
-    dumps,
-    loads,
-    serialize_observation,
-)
+from openenv.core.env_server.serialization import deserialize_action, serialize_observation
 from openenv.core.env_server.sessions import factory_class, factory_name, filter_kwargs
 from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.errors import ServerError
+from openenv.core.errors import exception_message as _exc
 from openenv.core.generic_client import GenericEnvClient
+from openenv.core.protocol import dumps, loads
 from openenv.core.utils import convert_to_http_url
 
 from ._jsonutil import first_difference, normalize, short, unserializable_fields
@@ -116,8 +111,8 @@ class _Instance:
     async def _call(self, what: str, work: Any) -> Any:
         try:
             return await work
-        except ServerSideError as exc:  # e.g. InvalidActionError: the server sends its code
-            raise WireError(exc.message, exc.code.value, exc.to_data()) from exc
+        except ServerError as exc:  # e.g. InvalidActionError: the server sends its code
+            raise WireError(exc.message, exc.code, exc.to_data()) from exc
         except Exception as exc:
             raise WireError(f"{what} raised {_exc(exc)}") from exc
 

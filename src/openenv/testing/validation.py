@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Optional
 
-from openenv.core.env_server.errors import exception_message
+from openenv.core.errors import exception_message
 from openenv.core.manifest import MANIFEST_NAME, EnvManifest, ManifestError, split_front_matter
 from openenv.core.manifest import load_manifest as _load_manifest
 from openenv.core.utils import run_coroutine_sync

@@ -13,7 +13,6 @@ from ale_py import roms
 from ale_py.env import AtariEnv as AleAtariEnv
 
 from openenv.core.env_server import Environment, InvalidActionError
-from openenv.core.env_server.types import EnvironmentMetadata
 
 from ..models import AtariAction, AtariObservation, AtariState
 
@@ -238,10 +237,3 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         if self._ale is not None:
             ale, self._ale, self._ale_key = self._ale, None, None
             ale.close()
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name="atari_env",
-            description="Atari 2600 games from the Arcade Learning Environment (ale-py).",
-            version="0.1.0",
-        )

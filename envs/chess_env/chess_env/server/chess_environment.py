@@ -12,7 +12,6 @@ import chess.engine
 import chess.pgn
 
 from openenv.core.env_server import Environment
-from openenv.core.env_server.types import EnvironmentMetadata
 
 from ..models import ChessAction, ChessObservation, ChessState
 from ..rubrics import ChessRubric
@@ -288,10 +287,3 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
                 engine.quit()
             except Exception:
                 engine.close()
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name="chess_env",
-            description="Chess against a random, greedy or Stockfish opponent; UCI moves.",
-            version="0.1.0",
-        )

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import argparse
-
 from openenv.core.env_server import CallToolAction, CallToolObservation, create_app
-from openenv.core.env_server.runner import run_server
+from openenv.core.env_server.runner import serve_main
 
 from .echo_environment import EchoEnvironment
 
@@ -14,12 +12,7 @@ app = create_app(EchoEnvironment, CallToolAction, CallToolObservation, env_name=
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve the echo environment.")
-    parser.add_argument("--host", default="0.0.0.0")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--workers", type=int, default=1)
-    args = parser.parse_args(argv)
-    run_server("echo_env.server.app:app", host=args.host, port=args.port, workers=args.workers)
+    serve_main("echo_env.server.app:app", argv)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from uuid import uuid4
 from fastmcp import FastMCP
 
 from openenv.core.env_server.mcp_environment import MCPEnvironment
-from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from openenv.core.env_server.types import Action, Observation, State
 
 READY_MESSAGE = "Echo environment ready!"
 
@@ -69,10 +69,3 @@ class EchoEnvironment(MCPEnvironment):
     @property
     def state(self) -> State:
         return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name="echo_env",
-            description="Echoes messages back through MCP tools; the reference environment.",
-            version="1.0.0",
-        )

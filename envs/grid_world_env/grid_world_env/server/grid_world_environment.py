@@ -7,7 +7,6 @@ from typing import Any
 from uuid import uuid4
 
 from openenv.core.env_server import Environment
-from openenv.core.env_server.types import EnvironmentMetadata
 
 from ..models import GridWorldAction, GridWorldObservation, GridWorldState
 
@@ -102,10 +101,3 @@ class GridWorldEnvironment(Environment[GridWorldAction, GridWorldObservation, Gr
     @property
     def state(self) -> GridWorldState:
         return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name="grid_world_env",
-            description="Walk a 5x5 grid from (0, 0) to the goal at (4, 4).",
-            version="0.1.0",
-        )

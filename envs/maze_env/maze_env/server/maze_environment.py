@@ -8,7 +8,6 @@ from typing import Any
 from uuid import uuid4
 
 from openenv.core.env_server import Environment
-from openenv.core.env_server.types import EnvironmentMetadata
 
 from ..models import MazeAction, MazeObservation, MazeState
 
@@ -193,10 +192,3 @@ class MazeEnvironment(Environment[MazeAction, MazeObservation, MazeState]):
     @property
     def state(self) -> MazeState:
         return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name="maze_env",
-            description="Find the exit of an 8x8 walled maze (or a seeded random perfect maze).",
-            version="0.1.0",
-        )

@@ -10,7 +10,6 @@ from uuid import uuid4
 import pyspiel
 
 from openenv.core.env_server import Environment, InvalidActionError
-from openenv.core.env_server.types import EnvironmentMetadata
 
 from ..models import OpenSpielAction, OpenSpielObservation, OpenSpielState
 
@@ -206,10 +205,3 @@ class OpenSpielEnvironment(Environment[OpenSpielAction, OpenSpielObservation, Op
     @property
     def state(self) -> OpenSpielState:
         return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name="openspiel_env",
-            description="OpenSpiel games as player 0 against a random or first-legal opponent.",
-            version="0.1.0",
-        )

@@ -8,7 +8,6 @@ from typing import Any
 from uuid import uuid4
 
 from openenv.core.env_server import Environment
-from openenv.core.env_server.types import EnvironmentMetadata
 
 from ..models import Direction, SnakeAction, SnakeObservation, SnakeState
 
@@ -167,10 +166,3 @@ class SnakeEnvironment(Environment[SnakeAction, SnakeObservation, SnakeState]):
     @property
     def state(self) -> SnakeState:
         return self._state
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name="snake_env",
-            description="Pure-Python snake on a 10x10 grid: eat fruit, do not die.",
-            version="0.1.0",
-        )

@@ -5,11 +5,8 @@ picks another per episode."""
 
 from __future__ import annotations
 
-import argparse
-import os
-
 from openenv.core.env_server import create_app
-from openenv.core.env_server.runner import run_server
+from openenv.core.env_server.runner import serve_main
 
 from ..models import TextArenaAction, TextArenaObservation
 from .textarena_environment import TextArenaEnvironment
@@ -20,15 +17,7 @@ app = create_app(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve the TextArena environment.")
-    parser.add_argument("--host", default="0.0.0.0")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--env-id", default=None, help="sets TEXTARENA_ENV_ID")
-    args = parser.parse_args(argv)
-    if args.env_id:
-        os.environ["TEXTARENA_ENV_ID"] = args.env_id
-    run_server("textarena_env.server.app:app", host=args.host, port=args.port, workers=args.workers)
+    serve_main("textarena_env.server.app:app", argv, env_options={"--env-id": "TEXTARENA_ENV_ID"})
 
 
 if __name__ == "__main__":

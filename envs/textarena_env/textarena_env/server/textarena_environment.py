@@ -12,8 +12,7 @@ from typing import Any
 from uuid import uuid4
 
 from openenv.core.env_server import Environment
-from openenv.core.env_server.errors import InvalidActionError
-from openenv.core.env_server.types import EnvironmentMetadata
+from openenv.core.errors import InvalidActionError
 
 from ..models import TextArenaAction, TextArenaMessage, TextArenaObservation, TextArenaState
 from .wordle import Wordle
@@ -200,10 +199,3 @@ class TextArenaEnvironment(Environment[TextArenaAction, TextArenaObservation, Te
 
     def close(self) -> None:
         self._close_textarena()
-
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name="textarena_env",
-            description="TextArena text games with chat-style message actions; offline Wordle.",
-            version="0.1.0",
-        )

@@ -1,8 +1,9 @@
 """`openenv build`: a Docker image of an environment, built with no registry in reach.
 
-The build context is staged in a temporary folder: the environment's files, its Dockerfile
-and `wheels/`, every wheel the image installs, collected on the host. The base image is made
-locally when it is missing (see `openenv.cli.base_image`).
+The build context is staged in a temporary folder: the environment's files, a Dockerfile
+generated from the template (or the environment's own, if it ships one) and `wheels/`, every
+wheel the image installs, collected on the host. The base image is made locally when it is
+missing (see `openenv.cli.base_image`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..base_image import (
     build_base_image,
     image_exists,
 )
-from ..dockerfile import BUILDER_LABEL, DEFAULT_BASE_IMAGE
+from ..dockerfile import BUILDER_LABEL, DEFAULT_BASE_IMAGE, project_dockerfile
 from ..wheels import WheelError, collect_wheels
 
 _SKIP = shutil.ignore_patterns(
@@ -85,22 +86,25 @@ def ensure_base_image(client: Any, image: str, *, rebuild: bool, suite: str) -> 
     return image_python(client, image)
 
 
-def stage_context(project: EnvProject, dest: Path, python_version: str) -> Path:
-    """Fill `dest` with the build context; returns the Dockerfile's path inside it."""
-    dockerfile = project.dockerfile
-    if dockerfile is None:
-        fail(
-            f"{project.root} has no Dockerfile (looked for Dockerfile and server/Dockerfile).",
-            "Write one with `openenv init` as a model, or copy the template printed by "
-            "`python -c 'from openenv.cli.dockerfile import render_dockerfile as r; "
-            f'print(r("{project.dist_name}", "{project.package}"))\'`.',
-        )
+def stage_files(project: EnvProject, dest: Path) -> Path:
+    """Copy the environment's files to `dest` and write the Dockerfile there; returns its path.
+
+    The Dockerfile is the environment's own when it ships one, else the template's.
+    """
     shutil.copytree(project.root, dest, ignore=_SKIP, dirs_exist_ok=True)
+    dockerfile = dest / "Dockerfile"
+    dockerfile.write_text(project_dockerfile(project), encoding="utf-8")
+    return dockerfile
+
+
+def stage_context(project: EnvProject, dest: Path, python_version: str) -> Path:
+    """Fill `dest` with the build context, wheels included; returns the Dockerfile's path."""
+    dockerfile = stage_files(project, dest)
     try:
         collect_wheels(project, dest / "wheels", python_version=python_version)
     except WheelError as exc:
         fail(str(exc))
-    return dest / dockerfile.relative_to(project.root)
+    return dockerfile
 
 
 def _parse_build_args(values: list[str]) -> dict[str, str]:

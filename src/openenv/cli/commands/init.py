@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import importlib.util
 import json
 import keyword
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -185,18 +187,32 @@ def openenv_workspace(target: Path) -> Optional[Path]:
     return workspace if workspace is not None and _workspace_has_openenv(workspace) else None
 
 
-def uv_sources(target: Path) -> str:
-    """Where uv should take `openenv` from: the workspace, this source checkout, or the index."""
-    if openenv_workspace(target) is not None:
-        return "[tool.uv.sources]\nopenenv = { workspace = true }"
+def checkout_path(target: Path) -> Optional[str]:
+    """The source checkout of the running openenv, relative to `target` (None if there is none).
+
+    Relative, so the folder can be committed and cloned elsewhere beside a clone of openenv.
+    """
     from ..wheels import WheelError, openenv_source_root
 
     try:
         checkout = openenv_source_root()
     except WheelError:
+        return None
+    try:
+        return Path(os.path.relpath(checkout, target)).as_posix()
+    except ValueError:  # another drive on Windows: no relative path exists
+        return None
+
+
+def uv_sources(target: Path) -> str:
+    """Where uv should take `openenv` from: the workspace, this source checkout, or the index."""
+    if openenv_workspace(target) is not None:
+        return "[tool.uv.sources]\nopenenv = { workspace = true }"
+    path = checkout_path(target)
+    if path is None:
         return ""
-    path = json.dumps(checkout.as_posix())  # a JSON string is a valid TOML basic string
-    return f"[tool.uv.sources]\nopenenv = {{ path = {path}, editable = true }}"
+    quoted = json.dumps(path)  # a JSON string is a valid TOML basic string
+    return f"[tool.uv.sources]\nopenenv = {{ path = {quoted}, editable = true }}"
 
 
 def template_values(names: EnvNames, target: Path) -> dict[str, str]:
@@ -234,7 +250,7 @@ def render(text: str, values: dict[str, str], source: str) -> str:
 
 def render_files(names: EnvNames, target: Path) -> dict[str, str]:
     """Relative path -> text of every file of the new environment folder."""
-    templates = resources.files("openenv.cli").joinpath("templates", "env")
+    templates = resources.files("openenv.cli") / "templates" / "env"
     values = template_values(names, target)
     files = {
         dest.format(package=names.package, key=names.key): render(
@@ -293,6 +309,62 @@ def _check_target(target: Path) -> None:
         )
 
 
+def _on_path(name: str, path: Path) -> bool:
+    found = shutil.which(name)
+    return found is not None and os.path.abspath(found) == os.path.abspath(path)
+
+
+def _interpreter_commands() -> tuple[str, str]:
+    """How to call the Python and the `openenv` that run now, from any folder.
+
+    Bare names when they are what the shell finds (an activated venv), else their paths:
+    `python` is not on every PATH (Debian has only python3) and a venv may not be active.
+    """
+    python = Path(sys.executable)
+    python_cmd = "python" if _on_path("python", python) else shlex.quote(str(python))
+    script = shutil.which("openenv", path=str(python.parent))
+    if script is not None and _on_path("openenv", Path(script)):
+        return python_cmd, "openenv"
+    if script is not None:
+        return python_cmd, shlex.quote(script)
+    return python_cmd, f"{python_cmd} -m openenv.cli"
+
+
+def made_by_uv() -> bool:
+    """Whether uv made the running environment (its pyvenv.cfg says so): its user has uv."""
+    try:
+        config = (Path(sys.prefix) / "pyvenv.cfg").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return any(line.partition("=")[0].strip() == "uv" for line in config.splitlines())
+
+
+def next_steps(target: Path) -> list[tuple[str, str]]:
+    """Commands (with what each does) that install, serve, check and test the new folder.
+
+    In an environment that uv made, with uv at hand: `uv run`, which takes openenv from the
+    workspace or from the checkout named in the folder's pyproject.toml. Otherwise: install the
+    folder into the running environment, where openenv already is, so that pip never looks for
+    `openenv` on PyPI (a different project has that name).
+    """
+    python, openenv_cmd = _interpreter_commands()
+    has_pip = importlib.util.find_spec("pip") is not None
+    uv_knows_openenv = openenv_workspace(target) is not None or checkout_path(target) is not None
+    if made_by_uv() and shutil.which("uv") is not None and uv_knows_openenv:
+        return [
+            ("uv run openenv serve", "serve it on http://localhost:8000"),
+            ("uv run openenv validate", "check the folder follows the conventions"),
+            ("uv run pytest", "run its tests (they start their own server)"),
+        ]
+    install = f"{python} -m pip install" if has_pip else f"uv pip install --python {python}"
+    return [
+        (f"{install} -e '.[dev]'", "install it and pytest beside this openenv"),
+        (f"{openenv_cmd} serve", "serve it on http://localhost:8000"),
+        (f"{openenv_cmd} validate", "check the folder follows the conventions"),
+        (f"{python} -m pytest", "run its tests (they start their own server)"),
+    ]
+
+
 def _next_steps(target: Path) -> None:
     try:
         shown = os.path.relpath(target)
@@ -300,11 +372,14 @@ def _next_steps(target: Path) -> None:
         shown = str(target)
     if shown.startswith(".."):
         shown = str(target)
+    steps = [(f"cd {shlex.quote(shown)}", ""), *next_steps(target)]
+    width = max(len(command) for command, _ in steps) + 2
     console.print("\nNext steps:")
-    console.print(f"  cd {escape(shown)}")
-    console.print("  openenv serve          [dim]# serve it on http://localhost:8000[/]")
-    console.print("  openenv validate       [dim]# check the folder follows the conventions[/]")
-    console.print("  python -m pytest       [dim]# run its tests (they start their own server)[/]")
+    for command, why in steps:
+        if why:
+            console.print(f"  {escape(command.ljust(width))}[dim]# {escape(why)}[/]")
+        else:
+            console.print(f"  {escape(command)}")
     workspace = openenv_workspace(target)
     if workspace is not None:
         console.print(

@@ -11,7 +11,8 @@ from typing import Optional
 
 import typer
 
-from openenv.core.manifest import ManifestError, load_manifest, load_project
+from openenv.core.env_server.runner import DEFAULT_HOST
+from openenv.core.manifest import DEFAULT_PORT, ManifestError, load_manifest, load_project
 
 from .._output import console, fail
 
@@ -59,8 +60,10 @@ def register(app: typer.Typer) -> None:
             help="Environment folder (default: the current one), installed environment name "
             "such as 'echo' (see `openenv list`), or app import string 'echo_env.server.app:app'.",
         ),
-        host: str = typer.Option("0.0.0.0", help="Interface to bind."),
-        port: int = typer.Option(8000, "--port", "-p", help="Port to listen on."),
+        host: str = typer.Option(
+            DEFAULT_HOST, help="Interface to bind; 0.0.0.0 for every interface."
+        ),
+        port: int = typer.Option(DEFAULT_PORT, "--port", "-p", help="Port to listen on."),
         workers: int = typer.Option(1, min=1, help="Processes; sessions stay on their process."),
         reload: bool = typer.Option(False, help="Restart when source files change (development)."),
     ) -> None:

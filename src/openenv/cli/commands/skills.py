@@ -32,7 +32,7 @@ AGENT_DIRS: dict[str, tuple[Path, Path]] = {
 
 def skill_text() -> str:
     """The skill document bundled with this openenv."""
-    source = resources.files("openenv.cli").joinpath("skills", SKILL_NAME, SKILL_FILE)
+    source = resources.files("openenv.cli") / "skills" / SKILL_NAME / SKILL_FILE
     return source.read_text(encoding="utf-8")
 
 

@@ -9,17 +9,29 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import Body, FastAPI, Header, Query, Request
+from fastapi import Body, Depends, FastAPI, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..errors import ServerError
+from ..protocol import (
+    NEW_SESSION,
+    SESSION_HEADER,
+    ResetRequest,
+    ResetResponse,
+    StepRequest,
+    WSErrorCode,
+    dumps,
+    error_data,
+    session_id_from_scope,
+    validation_errors,
+)
 from .asgi import BodyTooLarge, read_body, replay
 from .config import ServerConfig
-from .errors import ServerSideError, error_data
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
-from .serialization import deserialize_action, dumps, dumps_observation, serialize_observation
+from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import Session, SessionManager
 from .types import (
     Action,
@@ -27,22 +39,15 @@ from .types import (
     EnvironmentMetadata,
     HealthResponse,
     Observation,
-    ResetRequest,
-    ResetResponse,
     SchemaResponse,
     ServerCapacityStatus,
     ServerMode,
     State,
-    StepRequest,
-    WSErrorCode,
 )
 from .workers import WORKER_DIR_ENV, WorkerRouter
-from .ws import WebSocketHandler, validation_errors
+from .ws import WebSocketHandler
 
 logger = logging.getLogger("openenv.server")
-
-#: Header (or `session_id` query parameter) naming an HTTP session; "new" on /reset opens one.
-SESSION_HEADER = "X-OpenEnv-Session-Id"
 #: OpenAPI `info.version`: OpenEnv tooling reads "1.x" as the HTTP protocol profile.
 PROTOCOL_VERSION = "1.0.0"
 
@@ -65,9 +70,14 @@ def _observation_response(obs: Observation, session_id: str | None = None) -> Re
     return Response(body, media_type="application/json", headers=headers)
 
 
-def _error_response(exc: ServerSideError) -> Response:
+def _error_response(exc: ServerError) -> Response:
     headers = {"Retry-After": "1"} if exc.http_status == 503 else None
     return _json({"detail": exc.to_data()}, exc.http_status, headers)
+
+
+def _named_session(request: Request) -> str | None:
+    """The session an HTTP request names (`X-OpenEnv-Session-Id` or `?session_id=`)."""
+    return session_id_from_scope(request.scope)
 
 
 class BodySizeLimit:
@@ -212,7 +222,7 @@ class HTTPEnvServer:
         async def metadata() -> Response:
             try:
                 return _json((await server.metadata()).model_dump())
-            except ServerSideError as exc:
+            except ServerError as exc:
                 return _error_response(exc)
 
         @app.get("/schema", response_model=SchemaResponse, tags=["Schema"])
@@ -249,39 +259,33 @@ class HTTPEnvServer:
         @app.post("/reset", response_model=ResetResponse, tags=["Environment Control"])
         async def reset(
             request: ResetRequest | None = Body(default=None),
-            x_openenv_session_id: str | None = Header(default=None),
-            session_id: str | None = Query(default=None),
+            sid: str | None = Depends(_named_session),
         ) -> Response:
             """Start an episode. Send session id `new` to open an HTTP session (returned in the
             reply), an existing id to start a new episode in it, or none to stay stateless."""
-            sid = x_openenv_session_id or session_id
             kwargs = request.model_dump(exclude_unset=True) if request is not None else {}
             try:
                 if not sid:
                     obs = await manager.with_throwaway_env(lambda s: manager.reset(s, kwargs))
                     return _observation_response(obs)
-                if sid == "new":
+                if sid == NEW_SESSION:
                     session = await manager.create("http")
                 else:
                     session = manager.get(sid)
                 try:
                     obs = await manager.reset(session, kwargs)
-                except ServerSideError:
-                    if sid == "new":
+                except ServerError:
+                    if sid == NEW_SESSION:
                         await manager.destroy(session, "reset failed")
                     raise
                 return _observation_response(obs, session.id)
-            except ServerSideError as exc:
+            except ServerError as exc:
                 return _error_response(exc)
 
         @app.post("/step", response_model=ResetResponse, tags=["Environment Control"])
-        async def step(
-            request: StepRequest,
-            x_openenv_session_id: str | None = Header(default=None),
-            session_id: str | None = Query(default=None),
-        ) -> Response:
-            """Apply an action. With a session id it acts on that session's episode."""
-            sid = x_openenv_session_id or session_id
+        async def step(request: StepRequest, sid: str | None = Depends(_named_session)) -> Response:
+            """Apply an action. With a session id it acts on that session's episode, and a
+            `request_id` makes it idempotent: a repeat gets the first outcome."""
             try:
                 action = deserialize_action(request.action, server.action_cls)
             except ValidationError as exc:
@@ -294,25 +298,26 @@ class HTTPEnvServer:
                     )
                     return _observation_response(obs)
                 session = manager.get(sid)
-                obs = await manager.step(session, action, kwargs)
+                if request.request_id is None:
+                    obs = await manager.step(session, action, kwargs)
+                else:
+                    obs = await manager.once(
+                        session, request.request_id, lambda: manager.step(session, action, kwargs)
+                    )
                 return _observation_response(obs, session.id)
-            except ServerSideError as exc:
+            except ServerError as exc:
                 return _error_response(exc)
 
         @app.get("/state", tags=["State Management"])
-        async def state(
-            x_openenv_session_id: str | None = Header(default=None),
-            session_id: str | None = Query(default=None),
-        ) -> Response:
+        async def state(sid: str | None = Depends(_named_session)) -> Response:
             """The episode state, with every field of the environment's State class."""
-            sid = x_openenv_session_id or session_id
             try:
                 if not sid:
                     st = await manager.with_throwaway_env(manager.state)
                 else:
                     st = await manager.state(manager.get(sid))
                 return _json(st.model_dump())
-            except ServerSideError as exc:
+            except ServerError as exc:
                 return _error_response(exc)
 
         @app.delete("/sessions/{session_id}", tags=["Environment Control"])
@@ -320,7 +325,7 @@ class HTTPEnvServer:
             """End an HTTP session and free its slot."""
             try:
                 session = manager.get(session_id)
-            except ServerSideError as exc:
+            except ServerError as exc:
                 return _error_response(exc)
             await manager.destroy(session, "closed by client")
             return _json({"session_id": session_id, "closed": True})

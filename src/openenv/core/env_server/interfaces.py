@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 import typing
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 from .types import Action, EnvironmentMetadata, Observation, State
@@ -61,6 +63,11 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
 
     transform: Transform[ObsT] | None = None
     rubric: Any = None
+    #: OpenEnv's hook: a factory of an async context the server holds open for the session's
+    #: life (e.g. an MCP client transport), entered after creation and left before `close()`.
+    mcp_session: Callable[[], AbstractAsyncContextManager[Any]] | None = None
+    #: Set by `_apply_rubric*`: this step scored itself, so the server does not score it again.
+    _rubric_scored: bool = False
 
     def __init__(self, transform: Transform[ObsT] | None = None, rubric: Any = None) -> None:
         self.transform = transform
@@ -87,8 +94,21 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     def state(self) -> StateT: ...
 
     def get_metadata(self) -> EnvironmentMetadata:
+        """What `/metadata` serves: the `openenv.yaml` of the environment's package, so the
+        name, description and version are written once; OpenEnv's defaults without one."""
+        from openenv.core.manifest import package_manifest
+
         name = type(self).__name__
-        return EnvironmentMetadata(name=name, description=f"{name} environment", version="1.0.0")
+        manifest = package_manifest(type(self).__module__)
+        if manifest is None:
+            return EnvironmentMetadata(
+                name=name, description=f"{name} environment", version="1.0.0"
+            )
+        return EnvironmentMetadata(
+            name=manifest.name,
+            description=manifest.description or f"{name} environment",
+            version=manifest.version,
+        )
 
     def close(self) -> None:
         """Release resources; the server calls it exactly once when the session ends."""

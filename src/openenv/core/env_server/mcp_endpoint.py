@@ -18,10 +18,10 @@ from fastapi import Request, WebSocket
 from fastapi.responses import Response
 from pydantic import ValidationError
 
-from .errors import CapacityError, FactoryError, ServerSideError, SessionNotFoundError
+from ..errors import CapacityReachedError, FactoryError, ServerError, SessionLostError
+from ..protocol import MCP_SESSION_HEADER, dumps, loads, session_id_from_rpc
 from .mcp_environment import ToolCallFailed, tool_result_mcp, tool_result_payload
 from .mcp_types import JsonRpcErrorCode, JsonRpcRequest, ToolErrorType, rpc_error, rpc_result
-from .serialization import dumps, loads
 from .sessions import Session
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("openenv.server")
 
-MCP_SESSION_HEADER = "Mcp-Session-Id"
 SUPPORTED_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[-1]
 
@@ -42,10 +41,10 @@ class _RpcError(Exception):
         self.data = data
 
 
-def _server_error_to_rpc(exc: ServerSideError) -> _RpcError:
-    if isinstance(exc, SessionNotFoundError):
+def _server_error_to_rpc(exc: ServerError) -> _RpcError:
+    if isinstance(exc, SessionLostError):
         return _RpcError(JsonRpcErrorCode.INVALID_PARAMS, exc.message, exc.to_data())
-    if isinstance(exc, (CapacityError, FactoryError)):
+    if isinstance(exc, (CapacityReachedError, FactoryError)):
         return _RpcError(JsonRpcErrorCode.SERVER_ERROR, exc.message, exc.to_data())
     return _RpcError(JsonRpcErrorCode.INTERNAL_ERROR, exc.message, exc.to_data())
 
@@ -54,7 +53,7 @@ def _is_standard_mcp(request: Request) -> bool:
     headers = request.headers
     return (
         "text/event-stream" in headers.get("accept", "")
-        or "mcp-session-id" in headers
+        or MCP_SESSION_HEADER in headers
         or "mcp-protocol-version" in headers
     )
 
@@ -73,7 +72,7 @@ class MCPEndpoint:
             message = loads(body)
         except ValueError:
             return self._reply(rpc_error(None, JsonRpcErrorCode.PARSE_ERROR, "Parse error"))
-        header_sid = request.headers.get("mcp-session-id")
+        header_sid = request.headers.get(MCP_SESSION_HEADER)
         session: Session | None = None
         if header_sid:
             session = self.manager.sessions.get(header_sid)
@@ -103,7 +102,7 @@ class MCPEndpoint:
         return self._reply(reply, headers=extra_headers)
 
     async def http_delete(self, request: Request) -> Response:
-        sid = request.headers.get("mcp-session-id")
+        sid = request.headers.get(MCP_SESSION_HEADER)
         if not sid:
             return Response(status_code=400)
         session = self.manager.sessions.get(sid)
@@ -123,7 +122,7 @@ class MCPEndpoint:
         await websocket.accept()
         try:
             session = await self.manager.create("ws")
-        except ServerSideError as exc:
+        except ServerError as exc:
             rpc = _server_error_to_rpc(exc)
             try:
                 await websocket.send_text(
@@ -191,10 +190,10 @@ class MCPEndpoint:
             return (
                 None if is_notification else rpc_error(request.id, err.code, err.message, err.data)
             )
-        except ServerSideError as exc:
-            err = _server_error_to_rpc(exc)
+        except ServerError as exc:
+            rpc = _server_error_to_rpc(exc)
             return (
-                None if is_notification else rpc_error(request.id, err.code, err.message, err.data)
+                None if is_notification else rpc_error(request.id, rpc.code, rpc.message, rpc.data)
             )
         except Exception as exc:
             logger.exception("MCP method %s failed", request.method)
@@ -228,8 +227,9 @@ class MCPEndpoint:
             return await self._close_session(params, ws_session)
         if method in ("tools/list", "tools/call"):
             target = ws_session or http_session
-            if target is None and params.get("session_id"):
-                target = self.manager.get(str(params["session_id"]))
+            rpc_sid = session_id_from_rpc(params)
+            if target is None and rpc_sid:
+                target = self.manager.get(rpc_sid)
             if method == "tools/list":
                 return await self._on_env(target, self._list_tools)
             name = params.get("name")
@@ -286,16 +286,13 @@ class MCPEndpoint:
     ) -> Any:
         if session is None:  # stateless: a throwaway environment
             return await self.manager.with_throwaway_env(lambda s: self._run(s, work))
-        result = await self._run(session, work)
-        if counts_as_step:
-            session.step_count += 1
-        return result
+        return await self._run(session, work, counts_as_step)
 
-    async def _run(self, session: Session, work: Any) -> Any:
+    async def _run(self, session: Session, work: Any, counts_as_step: bool = False) -> Any:
         async def run() -> Any:
             return await work(session)
 
-        return await self.manager.call(session, run)
+        return await self.manager.call(session, run, counts_as_step=counts_as_step)
 
     @staticmethod
     def _require_mcp(session: Session) -> Any:

@@ -186,7 +186,7 @@ class MCPEnvironment(Environment):
     # -- listing and calling -----------------------------------------------------------
 
     async def _server_tools(self) -> list[Any]:
-        tools = await self.mcp_server.list_tools()
+        tools = list(await self.mcp_server.list_tools())
         if not self._reserved_checked:
             clash = sorted({t.name for t in tools} & RESERVED_TOOL_NAMES)
             if clash:

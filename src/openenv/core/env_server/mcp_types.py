@@ -74,7 +74,7 @@ class JsonRpcErrorCode(int, Enum):
 
 
 class JsonRpcRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     jsonrpc: Literal["2.0"]
     method: str
@@ -83,12 +83,16 @@ class JsonRpcRequest(BaseModel):
 
 
 class JsonRpcError(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     code: int
     message: str
     data: Any = None
 
 
 class JsonRpcResponse(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     jsonrpc: Literal["2.0"] = "2.0"
     id: str | int | None = None
     result: Any = None

@@ -15,24 +15,13 @@ A rubric that fails raises `RewardError` (wire code `REWARD_ERROR`): never a rew
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import ServerSideError
-from .types import ErrorCategory, Observation, WSErrorCode
+from ..errors import RewardError
+from .types import Observation
 
-
-class RewardError(ServerSideError):
-    """The environment's rubric could not score a step."""
-
-    code = WSErrorCode.REWARD_ERROR
-    http_status = 500
-
-    def to_data(self) -> dict[str, Any]:
-        data = super().to_data()
-        if self.extra.get("infrastructure"):
-            data["category"] = ErrorCategory.INFRASTRUCTURE.value
-        data.pop("infrastructure", None)
-        return data
+if TYPE_CHECKING:
+    from .interfaces import Environment
 
 
 def _reward_error(exc: BaseException) -> RewardError:
@@ -45,7 +34,7 @@ def _reward_error(exc: BaseException) -> RewardError:
         rubric_path=path,
         exception=type(cause or exc).__name__,
         # A judge whose LLM endpoint is down is not the environment's fault.
-        infrastructure=isinstance(cause, LLMUnavailableError),
+        category="infrastructure" if isinstance(cause, LLMUnavailableError) else "environment",
     )
 
 
@@ -60,14 +49,17 @@ async def reset_rubric(env: Any) -> None:
 
 
 async def score_step(
-    env: Any, action: Any, obs: Observation, run_sync: Callable[[Callable[[], Any]], Awaitable[Any]]
+    env: Environment,
+    action: Any,
+    obs: Observation,
+    run_sync: Callable[[Callable[[], Any]], Awaitable[Any]],
 ) -> None:
     """Score one step with `env.rubric` and annotate the observation (see module docstring)."""
     rubric = getattr(env, "rubric", None)
     if rubric is None:
         return
     try:
-        if getattr(env, "_rubric_scored", False):
+        if env._rubric_scored:
             env._rubric_scored = False  # the step applied the rubric itself
         elif rubric.is_async:
             obs.reward = await rubric.ascore(action, obs)

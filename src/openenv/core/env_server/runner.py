@@ -1,10 +1,20 @@
-"""Run an environment app with uvicorn, tuned for many sessions and fast steps."""
+"""Run an environment app with uvicorn, tuned for many sessions and fast steps.
+
+`serve_main` is the `main()` of every environment server (`python -m pkg.server.app`, the
+`server` script, the Docker image's command); `openenv serve` runs apps through `run_server` too.
+"""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+#: Loopback unless asked: a server on every interface is an explicit choice (`--host 0.0.0.0`,
+#: as the Docker image's command makes it).
+DEFAULT_HOST = "127.0.0.1"
 
 
 def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
@@ -25,7 +35,7 @@ def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
 
 def run_server(
     app: str | Any,
-    host: str = "0.0.0.0",
+    host: str = DEFAULT_HOST,
     port: int = 8000,
     workers: int = 1,
     reload: bool = False,
@@ -50,3 +60,58 @@ def run_server(
         serve_workers(app, host, port, workers, options)
         return
     uvicorn.run(app, host=host, port=port, reload=reload, **options)
+
+
+def server_parser(
+    app: str, env_options: Mapping[str, str] | None = None
+) -> argparse.ArgumentParser:
+    """The command line of an environment server; see `serve_main`."""
+    from openenv.core.manifest import DEFAULT_PORT, package_manifest
+
+    manifest = package_manifest(app)
+    name = manifest.name if manifest else app.partition(":")[0]
+    about = f": {manifest.description}" if manifest and manifest.description else "."
+    parser = argparse.ArgumentParser(description=f"Serve {name}{about}")
+    parser.add_argument(
+        "--host", default=DEFAULT_HOST, help="interface to bind (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=manifest.port if manifest else DEFAULT_PORT,
+        help="port to listen on (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes; sessions stay on their process"
+    )
+    parser.add_argument(
+        "--reload", action="store_true", help="restart when source files change (development)"
+    )
+    for flag, variable in (env_options or {}).items():
+        parser.add_argument(flag, dest=variable, metavar="VALUE", help=f"sets {variable}")
+    return parser
+
+
+def serve_main(
+    app: str,
+    argv: Sequence[str] | None = None,
+    *,
+    env_options: Mapping[str, str] | None = None,
+) -> None:
+    """The `main()` of an environment server: parse `--host/--port/--workers/--reload` and
+    serve `app` ("pkg.server.app:app").
+
+    The default port and the help text come from the package's `openenv.yaml`. `env_options`
+    maps extra flags to the environment variables they set, for settings the environment
+    reads itself: `{"--env-id": "GYMNASIUM_ENV_ID"}`. They are set before any worker starts,
+    so every worker sees them.
+    """
+    parser = server_parser(app, env_options)
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be 1 or more")
+    for variable in (env_options or {}).values():
+        value = getattr(args, variable)
+        if value is not None:
+            os.environ[variable] = value
+    run_server(app, host=args.host, port=args.port, workers=args.workers, reload=args.reload)

@@ -2,48 +2,14 @@
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-from enum import Enum
 from typing import Any
 
-import orjson
-from pydantic import BaseModel
-
+from ..errors import EnvironmentExecutionError
+from ..protocol import dumps
 from .types import Action, Observation
 
 _OBS_ENVELOPE_FIELDS = {"reward", "done"}
 _MCP_ACTION_TYPES = ("list_tools", "call_tool")
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, Enum):
-        return value.value
-    if hasattr(value, "tolist"):  # numpy scalars/arrays not covered by OPT_SERIALIZE_NUMPY
-        return value.tolist()
-    if hasattr(value, "model_dump"):
-        return value.model_dump()
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-_ORJSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-
-
-def dumps(value: Any) -> bytes:
-    """JSON-encode anything an environment may put in an observation (numpy, enums, models)."""
-    return orjson.dumps(value, default=_json_default, option=_ORJSON_OPTIONS)
-
-
-def loads(data: str | bytes) -> Any:
-    return orjson.loads(data)
 
 
 def serialize_observation(observation: Observation) -> dict[str, Any]:
@@ -69,9 +35,7 @@ def dumps_observation(value: Any, observation: Observation) -> bytes:
     try:
         return dumps(value)
     except TypeError as exc:
-        from .errors import ExecutionError
-
-        raise ExecutionError(
+        raise EnvironmentExecutionError(
             f"{type(observation).__name__} cannot be encoded as JSON: {exc}",
             exception=type(exc).__name__,
         ) from exc

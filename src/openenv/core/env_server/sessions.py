@@ -17,25 +17,29 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
-from .dispatch import CallDispatcher
-from .errors import (
-    CapacityError,
-    ConcurrencyConfigurationError,
-    ExecutionError,
+from ..errors import (
+    CapacityReachedError,
+    EnvironmentExecutionError,
     FactoryError,
-    ServerSideError,
-    SessionNotFoundError,
+    ServerError,
+    SessionLostError,
     exception_message,
 )
+from ..protocol import RequestId
+from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
+from .dispatch import CallDispatcher
+from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides
+from .mcp_environment import MCPEnvironment
 from .rewards import reset_rubric, score_step
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
 
 logger = logging.getLogger("openenv.server")
+
+T = TypeVar("T")
 
 #: WebSocket close codes the server uses when it ends a session itself.
 CLOSE_IDLE_TIMEOUT = 4001
@@ -128,9 +132,9 @@ class SlotPool:
                 return
         self.used -= 1
 
-    def _full(self, waited: float = 0.0) -> CapacityError:
+    def _full(self, waited: float = 0.0) -> CapacityReachedError:
         suffix = f" after waiting {waited:g}s" if waited else ""
-        return CapacityError(
+        return CapacityReachedError(
             f"Server at capacity: {self.used}/{self.size} sessions active{suffix}. "
             "Cannot accept new connections.",
             active_sessions=self.used,
@@ -179,8 +183,9 @@ class Session:
         self.resume_token: str | None = None
         self.websocket: Any = None
         self.detached_at: float | None = None
-        self.replies: OrderedDict[Any, str] | None = None
-        self.inflight: dict[Any, asyncio.Future[str]] | None = None
+        # Outcomes of requests by id, so a re-sent request is answered, not applied again.
+        self.replies: OrderedDict[RequestId, tuple[bool, Any]] | None = None
+        self.inflight: dict[RequestId, asyncio.Future[tuple[bool, Any]]] | None = None
 
     @property
     def closed(self) -> bool:
@@ -199,8 +204,6 @@ class Session:
         if not self.resumable:
             self.resumable = True
             self.resume_token = secrets.token_urlsafe(18)
-            self.replies = OrderedDict()
-            self.inflight = {}
 
     def info(self) -> SessionInfo:
         elapsed = time.monotonic() - self.last_activity
@@ -273,10 +276,7 @@ class SessionManager:
         session = Session(self.new_session_id(), transport)
         try:
             session.env = await self.build_env()
-            enter = getattr(session.env, "mcp_session", None)
-            if callable(enter):
-                session.exit_stack = contextlib.AsyncExitStack()
-                await session.exit_stack.enter_async_context(enter())
+            await self._enter_session_context(session)
         except BaseException:
             self.slots.release()
             if session.env is not None:
@@ -284,6 +284,14 @@ class SessionManager:
             raise
         self.sessions[session.id] = session
         return session
+
+    @staticmethod
+    async def _enter_session_context(session: Session) -> None:
+        """Enter the environment's `mcp_session` context, held until the session ends."""
+        enter = getattr(session.env, "mcp_session", None)
+        if callable(enter):
+            session.exit_stack = contextlib.AsyncExitStack()
+            await session.exit_stack.enter_async_context(enter())
 
     async def build_env(self) -> Environment:
         """Call the factory off the event loop; failures become FACTORY_ERROR."""
@@ -296,8 +304,8 @@ class SessionManager:
                 f"{exception_message(exc)}",
                 factory_name=self.factory_name,
             ) from exc
-        if self.env_mode is not None and hasattr(env, "_mode_tools"):
-            env.mode = self.env_mode  # type: ignore[attr-defined]
+        if self.env_mode is not None and isinstance(env, MCPEnvironment):
+            env.mode = self.env_mode
         if not self._safety_checked:
             self._safety_checked = True
             if self.slots.size > 1 and not getattr(env, "SUPPORTS_CONCURRENT_SESSIONS", False):
@@ -312,7 +320,7 @@ class SessionManager:
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None or session.closed:
-            raise SessionNotFoundError(
+            raise SessionLostError(
                 f"Unknown session_id: {session_id}. It was closed, expired, or never existed; "
                 "start a new episode with a new session."
             )
@@ -419,20 +427,68 @@ class SessionManager:
             return fn()
         return await self.dispatcher.run(fn)
 
-    async def call(self, session: Session, work: Callable[[], Awaitable[Any]]) -> Any:
-        """Run one call of a session, in order with its other calls."""
+    async def call(
+        self, session: Session, work: Callable[[], Awaitable[T]], *, counts_as_step: bool = False
+    ) -> T:
+        """Run one call of a session, in order with its other calls.
+
+        `counts_as_step`: the call is an agent's action (a step, a tool call); the session's
+        step count, reported on resume, counts those that completed.
+        """
         session.busy += 1
         try:
             async with session.lock:
                 if session.closed or session.env is None:
-                    raise SessionNotFoundError(
+                    raise SessionLostError(
                         f"Session {session.id} is closed ({session.closed_reason or 'closed'})."
                     )
                 session.touch()
-                return await work()
+                result = await work()
+                if counts_as_step:
+                    session.step_count += 1
+                return result
         finally:
             session.busy -= 1
             session.touch()
+
+    async def once(
+        self, session: Session, request_id: RequestId, work: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run `work` at most once per request id of `session`, on any transport.
+
+        A request re-sent after a dropped connection gets the stored outcome (its result or its
+        error) or waits for the one still running, so no step is lost or applied twice. The
+        last `replay_window` outcomes are kept.
+        """
+        replies, inflight = session.replies, session.inflight
+        if replies is None or inflight is None:
+            replies, inflight = session.replies, session.inflight = OrderedDict(), {}
+        stored: tuple[bool, Any] | None = replies.get(request_id)
+        if stored is None:
+            pending = inflight.get(request_id)
+            if pending is not None:
+                stored = await asyncio.shield(pending)
+            else:
+                fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
+                inflight[request_id] = fut
+                try:
+                    stored = (True, await work())
+                except Exception as exc:
+                    stored = (False, exc)
+                except BaseException:
+                    inflight.pop(request_id, None)
+                    fut.cancel()  # a waiting duplicate re-raises CancelledError and gives up
+                    raise
+                inflight.pop(request_id, None)
+                replies[request_id] = stored
+                while len(replies) > self.config.replay_window:
+                    replies.popitem(last=False)
+                if not fut.done():
+                    fut.set_result(stored)
+        ok, value = stored
+        if not ok:
+            raise value  # type: ignore[misc]
+        return value  # type: ignore[return-value]
 
     async def reset(self, session: Session, kwargs: dict[str, Any]) -> Observation:
         async def work() -> Observation:
@@ -466,13 +522,12 @@ class SessionManager:
                     obs = await self._run(session, functools.partial(env.step, action, **kw))
             except Exception as exc:
                 raise self._execution_error("step", exc) from exc
-            session.step_count += 1
             obs = self._check_observation(obs, "step")
             if getattr(env, "rubric", None) is not None:
                 await score_step(env, action, obs, lambda fn: self._run(session, fn))
             return obs
 
-        return await self.call(session, work)
+        return await self.call(session, work, counts_as_step=True)
 
     async def state(self, session: Session) -> State:
         async def work() -> State:
@@ -488,18 +543,18 @@ class SessionManager:
     @staticmethod
     def _check_observation(obs: Any, method: str) -> Observation:
         if not isinstance(obs, Observation):
-            raise ExecutionError(
+            raise EnvironmentExecutionError(
                 f"{method}() returned {type(obs).__name__}, expected an Observation",
                 method=method,
             )
         return obs
 
     @staticmethod
-    def _execution_error(method: str, exc: Exception) -> ServerSideError:
-        if isinstance(exc, ServerSideError):
+    def _execution_error(method: str, exc: Exception) -> ServerError:
+        if isinstance(exc, ServerError):
             return exc  # the environment chose its error (e.g. InvalidActionError)
         logger.warning("Environment %s() raised %s", method, exception_message(exc))
-        return ExecutionError(
+        return EnvironmentExecutionError(
             str(exc) or type(exc).__name__, method=method, exception=type(exc).__name__
         )
 
@@ -510,9 +565,7 @@ class SessionManager:
         session = Session("stateless", "http")
         session.env = await self.build_env()
         try:
-            if callable(getattr(session.env, "mcp_session", None)):
-                session.exit_stack = contextlib.AsyncExitStack()
-                await session.exit_stack.enter_async_context(session.env.mcp_session())
+            await self._enter_session_context(session)
             return await work(session)
         finally:
             session._closed = True

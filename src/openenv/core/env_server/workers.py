@@ -24,14 +24,13 @@ from typing import Any, Optional
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..protocol import loads, session_id_from_rpc, session_id_from_scope
 from .asgi import read_body, replay
-from .serialization import loads
 
 logger = logging.getLogger("openenv.server")
 
 WORKER_ID_ENV = "OPENENV_WORKER_ID"
 WORKER_DIR_ENV = "OPENENV_WORKER_DIR"
-_SESSION_HEADERS = (b"x-openenv-session-id", b"mcp-session-id")
 
 
 def worker_prefix() -> str:
@@ -43,18 +42,6 @@ def worker_prefix() -> str:
 def _owner(session_id: str) -> Optional[str]:
     head, dot, _ = session_id.partition(".")
     return head if dot and head.startswith("w") and head[1:].isdigit() else None
-
-
-def _session_from_scope(scope: Scope) -> Optional[str]:
-    for name, value in scope.get("headers", ()):
-        if name in _SESSION_HEADERS:
-            return value.decode("latin-1")
-    query = scope.get("query_string", b"").decode("latin-1")
-    for part in query.split("&"):
-        key, _, value = part.partition("=")
-        if key == "session_id" and value:
-            return value
-    return None
 
 
 class WorkerRouter:
@@ -74,7 +61,7 @@ class WorkerRouter:
             await self.app(scope, receive, send)
             return
         owner = None
-        sid = _session_from_scope(scope)
+        sid = session_id_from_scope(scope)
         if sid:
             owner = _owner(sid)
         body: Optional[bytes] = None
@@ -87,11 +74,13 @@ class WorkerRouter:
             body = await read_body(receive) or b""
             try:
                 message = loads(body)
-                params = message.get("params") if isinstance(message, dict) else None
-                if isinstance(params, dict) and isinstance(params.get("session_id"), str):
-                    owner = _owner(params["session_id"])
             except ValueError:
-                pass
+                message = None
+            rpc_sid = session_id_from_rpc(
+                message.get("params") if isinstance(message, dict) else None
+            )
+            if rpc_sid:
+                owner = _owner(rpc_sid)
         if owner is None or owner == self.me or scope.get("openenv_forwarded"):
             if body is not None:
                 receive = replay(body, receive)

@@ -16,102 +16,41 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.websockets import WebSocket
 
-from .errors import (
-    CapacityError,
-    ServerSideError,
-    SessionNotFoundError,
-    error_data,
+from ..errors import (
+    CapacityReachedError,
+    InvalidRequestError,
+    ServerError,
+    SessionLostError,
     exception_message,
 )
-from .serialization import (
-    deserialize_action,
-    dumps,
-    dumps_observation,
-    loads,
-    serialize_observation,
-)
-from .sessions import CLOSE_TAKEN_OVER, Session
-from .types import (
-    WSCloseMessage,
+from ..protocol import (
+    SUBPROTOCOL,
+    Rejected,
+    Request,
+    RequestId,
     WSErrorCode,
-    WSMCPMessage,
-    WSResetMessage,
-    WSStateMessage,
-    WSStepMessage,
+    decode_request,
+    encode_error,
+    encode_frame,
+    invalid_data,
+    session_id_from_scope,
 )
+from .serialization import deserialize_action, dumps_observation, serialize_observation
+from .sessions import CLOSE_TAKEN_OVER, Session
 
 if TYPE_CHECKING:
     from .http_server import HTTPEnvServer
 
 logger = logging.getLogger("openenv.server")
 
-_ENVELOPES: dict[str, type[BaseModel]] = {
-    "reset": WSResetMessage,
-    "step": WSStepMessage,
-    "state": WSStateMessage,
-    "close": WSCloseMessage,
-    "mcp": WSMCPMessage,
-}
 _TRUE = frozenset({"1", "true", "yes", "on"})
-#: WebSocket subprotocol a client offers to say it speaks the extensions (ids, resume).
-SUBPROTOCOL = "openenv.v1"
 
 
-def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return loads(exc.json(include_url=False))
-
-
-def describe_validation(exc: ValidationError, what: str) -> str:
-    parts = []
-    for err in exc.errors(include_url=False)[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
-        parts.append(f"{loc}: {err.get('msg')}")
-    return f"Invalid {what}: " + "; ".join(parts)
-
-
-def _frame(kind: str, data: Any, request_id: Any = None) -> str:
-    msg: dict[str, Any] = {"type": kind, "data": data}
-    if request_id is not None:
-        msg["id"] = request_id
-    return dumps(msg).decode()
-
-
-def observation_frame(obs: Any, request_id: Any) -> str:
-    msg: dict[str, Any] = {"type": "observation", "data": serialize_observation(obs)}
-    if request_id is not None:
-        msg["id"] = request_id
-    return dumps_observation(msg, obs).decode()
-
-
-def error_frame(data: dict[str, Any], request_id: Any = None) -> str:
-    return _frame("error", data, request_id)
-
-
-def invalid_frame(exc: ValidationError, what: str, request_id: Any) -> str:
-    """OpenEnv's VALIDATION_ERROR frame, plus a `detail` that names the offending fields."""
-    data = error_data(
-        WSErrorCode.VALIDATION_ERROR,
-        "Invalid message",
-        errors=validation_errors(exc),
-        detail=describe_validation(exc, what),
-    )
-    return error_frame(data, request_id)
-
-
-_STEP_KEYS = frozenset({"type", "data", "id"})
-
-
-def _plain_step(msg: dict[str, Any], request_id: Any) -> bool:
-    """Whether `msg` is a step frame that `WSStepMessage` would accept as it is."""
-    return (
-        msg.get("type") == "step"
-        and type(msg.get("data")) is dict
-        and (request_id is None or type(request_id) in (str, int))
-        and _STEP_KEYS.issuperset(msg)
-    )
+def _text(frame: bytes) -> str:
+    return frame.decode()
 
 
 class _Close(Exception):
@@ -133,13 +72,13 @@ class WebSocketHandler:
         session: Session | None = None
         early: list[Any] = []  # frames (or a pending receive) that arrived while queued
         try:
-            requested = params.get("session_id")
+            requested = session_id_from_scope(websocket.scope)
             if requested:
                 session = await self._attach(websocket, requested, extended)
             else:
                 try:
                     session = await self._create_watching(websocket, early)
-                except ServerSideError as exc:
+                except ServerError as exc:
                     await self._refuse(websocket, exc.to_data())
                     return
                 if session is None:
@@ -183,7 +122,9 @@ class WebSocketHandler:
                         return None
                     if len(early) >= 64:
                         creating.cancel()
-                        raise CapacityError("Too many messages sent while waiting for a slot")
+                        raise CapacityReachedError(
+                            "Too many messages sent while waiting for a slot"
+                        )
                     early.append(message)
                 if creating in done:
                     if receiving is not None:
@@ -198,7 +139,7 @@ class WebSocketHandler:
 
     async def _refuse(self, websocket: WebSocket, data: dict[str, Any]) -> None:
         try:
-            await websocket.send_text(error_frame(data))
+            await websocket.send_text(_text(encode_frame("error", data)))
             await websocket.close(code=1000)
         except Exception:
             pass
@@ -208,7 +149,7 @@ class WebSocketHandler:
     ) -> Session | None:
         try:
             session = self.manager.get(session_id)
-        except SessionNotFoundError as exc:
+        except SessionLostError as exc:
             data = exc.to_data()
             # OpenEnv clients know this failure as SESSION_ERROR; the `reason` says more.
             data["code"] = WSErrorCode.SESSION_ERROR.value
@@ -239,7 +180,7 @@ class WebSocketHandler:
             "session_timeout_s": config.session_timeout,
             "step_count": session.step_count,
         }
-        await websocket.send_text(_frame("session", data))
+        await websocket.send_text(_text(encode_frame("session", data)))
 
     async def _detach(self, websocket: WebSocket, session: Session) -> None:
         if session.websocket is not websocket or session.closed:
@@ -273,12 +214,10 @@ class WebSocketHandler:
             if isinstance(raw, str) and size * 4 > limit:
                 size = len(raw.encode())
             if size > limit:
-                reply: str | None = error_frame(
-                    error_data(
-                        WSErrorCode.MESSAGE_TOO_LARGE,
-                        f"Message of {size} bytes exceeds the limit of {limit} bytes",
-                        limit=limit,
-                    )
+                reply: bytes | None = encode_error(
+                    WSErrorCode.MESSAGE_TOO_LARGE,
+                    f"Message of {size} bytes exceeds the limit of {limit} bytes",
+                    limit=limit,
                 )
             else:
                 try:
@@ -287,7 +226,8 @@ class WebSocketHandler:
                     await self.manager.destroy(session, "closed by client")
                     if close.request_id is not None:
                         try:
-                            await websocket.send_text(_frame("closed", {}, close.request_id))
+                            frame = encode_frame("closed", {}, close.request_id)
+                            await websocket.send_text(_text(frame))
                         except Exception:
                             pass
                     try:
@@ -298,90 +238,57 @@ class WebSocketHandler:
             if reply is None:
                 continue
             try:
-                await websocket.send_text(reply)
+                await websocket.send_text(_text(reply))
             except Exception:
-                return  # the reply stays stored for a resumed connection
+                return  # the outcome stays stored for a resumed connection
 
-    async def _handle(self, session: Session, raw: str | bytes) -> str | None:
+    async def _handle(self, session: Session, raw: str | bytes) -> bytes | None:
+        request = decode_request(raw)
+        if isinstance(request, Rejected):
+            return request.frame
+        if request.kind == "close":
+            raise _Close(request.id)
+        rid = request.id
         try:
-            msg = loads(raw)
-        except ValueError as exc:
-            return error_frame(error_data(WSErrorCode.INVALID_JSON, f"Invalid JSON: {exc}"))
-        if not isinstance(msg, dict):
-            return error_frame(
-                error_data(WSErrorCode.VALIDATION_ERROR, "Invalid message: expected a JSON object")
-            )
-        request_id = msg.get("id")
-        kind = msg.get("type")
-        envelope = _ENVELOPES.get(kind) if isinstance(kind, str) else None
-        if envelope is None:
-            return error_frame(
-                error_data(WSErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}"), request_id
-            )
-        if not _plain_step(msg, request_id):  # the common frame skips the model
-            try:
-                envelope.model_validate(msg)
-            except ValidationError as exc:
-                return invalid_frame(exc, "message", request_id)
-        if kind == "close":
-            raise _Close(request_id)
-        if request_id is None or not session.resumable:
-            return await self._dispatch(session, kind, msg, request_id)
-        return await self._dispatch_once(session, kind, msg, request_id)
-
-    async def _dispatch_once(
-        self, session: Session, kind: str, msg: dict[str, Any], request_id: Any
-    ) -> str:
-        """Answer a request id at most once; a repeat gets the stored (or pending) reply."""
-        assert session.replies is not None and session.inflight is not None
-        cached = session.replies.get(request_id)
-        if cached is not None:
-            return cached
-        pending = session.inflight.get(request_id)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        session.inflight[request_id] = fut
-        try:
-            reply = await self._dispatch(session, kind, msg, request_id)
-        except BaseException:
-            session.inflight.pop(request_id, None)
-            fut.cancel()  # a waiting duplicate re-raises CancelledError and gives up
-            raise
-        session.inflight.pop(request_id, None)
-        session.replies[request_id] = reply
-        while len(session.replies) > self.manager.config.replay_window:
-            session.replies.popitem(last=False)
-        if not fut.done():
-            fut.set_result(reply)
-        return reply
-
-    async def _dispatch(
-        self, session: Session, kind: str, msg: dict[str, Any], request_id: Any
-    ) -> str:
-        manager = self.manager
-        try:
-            if kind == "step":
-                try:
-                    action = deserialize_action(msg["data"], self.server.action_cls)
-                except ValidationError as exc:
-                    return invalid_frame(exc, "action", request_id)
-                obs = await manager.step(session, action)
-                return observation_frame(obs, request_id)
-            if kind == "reset":
-                obs = await manager.reset(session, msg.get("data") or {})
-                return observation_frame(obs, request_id)
-            if kind == "state":
-                state = await manager.state(session)
-                return _frame("state", state.model_dump(), request_id)
-            # kind == "mcp"
-            response = await self.server.mcp.handle(msg["data"], ws_session=session)
-            return _frame("mcp", response, request_id)
-        except ServerSideError as exc:
-            return error_frame(exc.to_data(), request_id)
+            if rid is not None and session.resumable:
+                result = await self.manager.once(session, rid, lambda: self._run(session, request))
+            else:
+                result = await self._run(session, request)
+            return self._encode(request.kind, result, rid)
+        except ServerError as exc:
+            return encode_frame("error", exc.to_data(), rid)
         except Exception as exc:  # a server bug must not end the connection
-            logger.exception("Unexpected error handling %s in session %s", kind, session.id)
-            return error_frame(
-                error_data(WSErrorCode.SESSION_ERROR, f"Internal error: {exception_message(exc)}"),
-                request_id,
+            logger.exception("Unexpected error handling a %s request", request.kind)
+            return encode_error(
+                WSErrorCode.SESSION_ERROR, f"Internal error: {exception_message(exc)}", rid
             )
+
+    async def _run(self, session: Session, request: Request) -> Any:
+        manager = self.manager
+        kind, data = request.kind, request.data
+        if kind == "step":
+            assert data is not None
+            try:
+                action = deserialize_action(data, self.server.action_cls)
+            except ValidationError as exc:
+                raise InvalidRequestError(
+                    "Invalid message", data=invalid_data(exc, "action")
+                ) from None
+            return await manager.step(session, action, request.options)
+        if kind == "reset":
+            return await manager.reset(session, data or {})
+        if kind == "state":
+            return await manager.state(session)
+        assert data is not None  # kind == "mcp"
+        return await self.server.mcp.handle(data, ws_session=session)
+
+    @staticmethod
+    def _encode(kind: str, result: Any, request_id: RequestId | None) -> bytes:
+        if kind in ("step", "reset"):
+            msg: dict[str, Any] = {"type": "observation", "data": serialize_observation(result)}
+            if request_id is not None:
+                msg["id"] = request_id
+            return dumps_observation(msg, result)
+        if kind == "state":
+            return encode_frame("state", result.model_dump(), request_id)
+        return encode_frame("mcp", result, request_id)
