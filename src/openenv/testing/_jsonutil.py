@@ -74,7 +74,7 @@ def unserializable_fields(model: Any) -> list[str]:
     """Names (and types) of a model's fields whose values JSON cannot encode."""
     out = []
     for name in type(model).model_fields:
-        value = getattr(model, name, None)
+        value: Any = getattr(model, name, None)
         try:
             dumps(value.model_dump() if hasattr(value, "model_dump") else value)
         except (TypeError, orjson.JSONEncodeError) as exc:
@@ -87,7 +87,7 @@ def unserializable_fields(model: Any) -> list[str]:
 
 def _jsonschema() -> Any:
     try:
-        import jsonschema
+        import jsonschema  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - jsonschema ships with the mcp SDK
         return None
     return jsonschema

@@ -299,7 +299,7 @@ class InProcessDriver:
         ok = not problems
         self.action_cls = action_cls if ok or _proper_subclass(action_cls, Action) else None
         self.observation_cls = obs_cls if ok or _proper_subclass(obs_cls, Observation) else None
-        self.state_cls = state_cls if _proper_subclass(state_cls, State) else State
+        self.state_cls = state_cls if state_cls and _proper_subclass(state_cls, State) else State
         if problems:
             checker.add("types", False, "; ".join(problems))
             return
@@ -314,11 +314,12 @@ class InProcessDriver:
 
     async def schemas(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key, cls in (
+        classes: tuple[tuple[str, Any], ...] = (
             ("action", self.action_cls),
             ("observation", self.observation_cls),
             ("state", self.state_cls),
-        ):
+        )
+        for key, cls in classes:
             if cls is not None:
                 try:
                     out[key] = json.loads(json.dumps(cls.model_json_schema(), allow_nan=False))
@@ -716,7 +717,7 @@ class UrlDriver:
 def mode_of(paths: dict[str, Any]) -> tuple[str, bool, str, list[str], list[str]]:
     """`(mode, consistent, detail, expected, present)` from OpenAPI paths: simulation serves
     /reset, /step and /state over HTTP, production none of them."""
-    present = sorted(p for p in ("/reset", "/step", "/state") if p in paths)
+    present: list[str] = sorted(p for p in ("/reset", "/step", "/state") if p in paths)
     mode = "simulation" if "/reset" in paths else "production"
     expected = ["/reset", "/state", "/step"] if mode == "simulation" else []
     ok = present == expected

@@ -55,11 +55,10 @@ def _resolve(schema: Any, defs: dict[str, Any], depth: int = 0) -> dict[str, Any
         target = defs.get(name)
         if target is None:
             raise SampleGenerationError(f"unresolvable $ref {ref!r}")
-        merged = {
+        return {
             **_resolve(target, defs, depth + 1),
             **{k: v for k, v in schema.items() if k != "$ref"},
         }
-        return merged
     all_of = schema.get("allOf")
     if isinstance(all_of, list) and all_of:
         merged: dict[str, Any] = {}

@@ -28,7 +28,7 @@ from openenv.core.utils import run_coroutine_sync
 from .api import acheck_server
 from .checks import DEFAULT_STEPS
 from .live_server import free_port, wait_healthy
-from .report import CheckReport
+from .report import CheckReport, Severity
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -128,7 +128,7 @@ class _FolderChecker:
         expected: Any = None,
         actual: Any = None,
     ) -> None:
-        severity = "error" if required else "warning"
+        severity: Severity = "error" if required else "warning"
         self.report.add(
             criterion_id,
             passed,
@@ -316,7 +316,7 @@ class _FolderChecker:
                 f"`python -m {self.app_module}` serves the environment"
             )
             self.add("app_main_guard", guard_description, False, details)
-        elif not any(_calls_main(g.body) for g in guards):
+        elif not any(isinstance(g, ast.If) and _calls_main(g.body) for g in guards):
             self.add(
                 "app_main_guard",
                 guard_description,
