@@ -419,9 +419,9 @@ def _find_manifest(dist: md.Distribution, candidates: list[str]) -> Optional[Pat
             return path
     # 3. Wherever the package imports from: inside it, or beside it (a source checkout).
     for candidate in candidates:
-        path = find_package_manifest(candidate)
-        if path is not None:
-            return path
+        found = find_package_manifest(candidate)
+        if found is not None:
+            return found
     return None
 
 
