@@ -361,6 +361,19 @@ def test_pyproject_and_package_problems(tmp_path: Path) -> None:
     assert report.deployment_modes["docker"]["supported"] is False  # no openenv dependency
 
 
+def test_own_dockerfile_must_say_what_to_run(tmp_path: Path) -> None:
+    folder = copy_env(tmp_path)
+    assert check_structure(folder)["dockerfile"].passed  # none shipped: the template
+    (folder / "server").mkdir()
+    own = folder / "server" / "Dockerfile"
+    own.write_text("FROM openenv-base:latest\n# CMD forgotten\nRUN true\n")
+    report = check_structure(folder)
+    assert [c.name for c in report.failures] == ["dockerfile"]
+    assert "server/Dockerfile has no CMD" in report["dockerfile"].detail
+    own.write_text(own.read_text() + 'ENTRYPOINT ["python", "-m", "grid_world_env.server.app"]\n')
+    assert check_structure(folder)["dockerfile"].passed
+
+
 def test_models_may_come_from_openenv_but_must_exist(tmp_path: Path) -> None:
     folder = copy_env(tmp_path)
     (folder / "grid_world_env" / "models.py").unlink()

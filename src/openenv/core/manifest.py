@@ -187,11 +187,7 @@ class EnvProject:
 
     @property
     def dockerfile(self) -> Optional[Path]:
-        """`Dockerfile` at the root, else `server/Dockerfile` (OpenEnv's layout)."""
-        for candidate in (self.root / "Dockerfile", self.root / "server" / "Dockerfile"):
-            if candidate.is_file():
-                return candidate
-        return None
+        return own_dockerfile(self.root)
 
     @property
     def image_name(self) -> str:
@@ -221,3 +217,12 @@ def load_project(path: Path) -> EnvProject:
             f"got {manifest.app!r}"
         )
     return EnvProject(root=root, manifest=manifest, pyproject=pyproject)
+
+
+def own_dockerfile(root: Path) -> Optional[Path]:
+    """The Dockerfile an environment folder ships to replace the generated one: `Dockerfile`
+    at the root, else `server/Dockerfile` (OpenEnv's layout); None when it ships none."""
+    for candidate in (root / "Dockerfile", root / "server" / "Dockerfile"):
+        if candidate.is_file():
+            return candidate
+    return None

@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import IO, Any, Optional
 
 from openenv.core.errors import exception_message
-from openenv.core.manifest import MANIFEST_NAME, EnvManifest, ManifestError, split_front_matter
+from openenv.core.manifest import (
+    MANIFEST_NAME,
+    EnvManifest,
+    ManifestError,
+    own_dockerfile,
+    split_front_matter,
+)
 from openenv.core.manifest import load_manifest as _load_manifest
 from openenv.core.utils import run_coroutine_sync
 
@@ -363,26 +369,37 @@ class _FolderChecker:
                 "Observation classes from openenv: define the environment's models in models.py",
             )
 
-    def dockerfile(self) -> Optional[Path]:
-        for candidate in (
-            self.root / "Dockerfile",
-            self.root / "server" / "Dockerfile",
-            self.root / self.package / "server" / "Dockerfile",
-        ):
-            if candidate.is_file():
-                return candidate
-        return None
-
     def check_dockerfile(self) -> None:
-        found = self.dockerfile()
-        description = "the image's Dockerfile: the folder's own (root or server/), or the template"
+        found = own_dockerfile(self.root)
+        description = (
+            "the image's Dockerfile: the template, or the folder's own (root or server/) with "
+            "a FROM and a CMD or ENTRYPOINT"
+        )
         if found is None:
-            details = (
-                "none shipped: `openenv build` and `openenv push` generate it from the template"
-            )
+            details = "none shipped: `openenv build` and `openenv push` use the template"
             self.add("dockerfile", description, True, details)
+            return
+        where = str(found.relative_to(self.root))
+        instructions = {
+            line.split(None, 1)[0].upper()
+            for line in found.read_text(encoding="utf-8", errors="replace").splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        }
+        missing = [
+            need
+            for need, accepted in (("FROM", {"FROM"}), ("CMD", {"CMD", "ENTRYPOINT"}))
+            if not instructions & accepted
+        ]
+        if missing:
+            self.add(
+                "dockerfile",
+                description,
+                False,
+                f"{where} has no {' or '.join(missing)} instruction: fix it, or delete it to "
+                "use the template",
+            )
         else:
-            self.add("dockerfile", description, True, str(found.relative_to(self.root)))
+            self.add("dockerfile", description, True, where)
 
     def check_readme(self) -> None:
         path = self.root / "README.md"
