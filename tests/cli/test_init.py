@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 from openenv.cli.commands.init import openenv_requirement
-from openenv.cli.dockerfile import DOCKERIGNORE, render_dockerfile
 from openenv.cli.wheels import openenv_source_root
 from openenv.core.manifest import load_project, tomllib
 from openenv.testing import check_server
@@ -30,8 +29,6 @@ from tests.support.server import free_port, wait_healthy
 OPENENV = str(Path(sys.executable).with_name("openenv"))
 
 EXPECTED_FILES = {
-    ".dockerignore",
-    "Dockerfile",
     "README.md",
     "openenv.yaml",
     "pyproject.toml",
@@ -96,8 +93,7 @@ def test_generates_the_environment_folder(
     assert files_in(generated) == EXPECTED_FILES
     for step in ("cd ", "openenv serve", "openenv validate", "pytest"):
         assert step in init_run.stderr
-    assert (generated / "Dockerfile").read_text() == render_dockerfile("openenv-my-game", "my_game")
-    assert (generated / ".dockerignore").read_text() == DOCKERIGNORE
+    # No Dockerfile: `openenv build` and `openenv push` generate it from the template.
 
     project = load_project(generated)
     manifest = project.manifest

@@ -29,7 +29,6 @@ from rich.markup import escape
 import openenv
 
 from .._output import console, fail, success
-from ..dockerfile import DOCKERIGNORE, render_dockerfile
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -258,8 +257,6 @@ def render_files(names: EnvNames, target: Path) -> dict[str, str]:
         )
         for source, dest in FILES
     }
-    files["Dockerfile"] = render_dockerfile(names.dist, names.package)
-    files[".dockerignore"] = DOCKERIGNORE
     return files
 
 
