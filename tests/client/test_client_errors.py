@@ -30,7 +30,7 @@ class CounterClient(EnvClient[CounterAction, CounterObservation, CounterState]):
 @pytest.fixture(scope="module")
 def single_slot_server() -> Iterator[RunningServer]:
     env = {"MAX_CONCURRENT_ENVS": "1", "OPENENV_QUEUE_TIMEOUT": "0.3"}
-    with serve(COUNTER_APP, env=env) as server:
+    with serve(COUNTER_APP, env=env, in_process=True) as server:
         yield server
 
 

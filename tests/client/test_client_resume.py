@@ -33,7 +33,7 @@ def _client(url: str, **kwargs) -> CounterClient:
 
 @pytest.fixture(scope="module")
 def short_grace_server() -> Iterator[RunningServer]:
-    with serve(COUNTER_APP, env={"OPENENV_RESUME_GRACE": "0.5"}) as server:
+    with serve(COUNTER_APP, env={"OPENENV_RESUME_GRACE": "0.5"}, in_process=True) as server:
         yield server
 
 
