@@ -1,8 +1,8 @@
 """Servers for the conformance tests.
 
-Every configuration the suite needs runs in its own uvicorn process. They are all started in
-parallel the first time any of them is requested and shared by the whole session (process
-start-up dominates the suite's run time otherwise).
+Every configuration the suite needs runs in its own uvicorn server, in this process (each app
+reads its settings when it is built). They are all started the first time any of them is
+requested and shared by the whole session.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class Servers:
 
     def _start(self, name: str) -> tuple[contextlib.AbstractContextManager, RunningServer]:
         app, _ = SERVER_SPECS[name]
-        cm = serve(app, env=self.env(name))
+        cm = serve(app, env=self.env(name), in_process=True)  # settings are read at build
         return cm, cm.__enter__()
 
     def start(self, names: list[str]) -> None:
