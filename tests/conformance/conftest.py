@@ -8,13 +8,13 @@ requested and shared by the whole session.
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.support.pycache import PYCACHE_ENV
 from tests.support.server import RunningServer, serve
 
 # Long enough for the resume tests to reconnect, short enough to test expiry quickly.
@@ -67,14 +67,6 @@ SERVER_SPECS: dict[str, tuple[str, dict[str, str]]] = {
     "broken_factory": ("apps.broken_factory:app", {"MAX_CONCURRENT_ENVS": "1"}),
     "broken_reset": ("apps.broken_reset:app", {"MAX_CONCURRENT_ENVS": "4"}),
     "echo": ("echo_env.server.app:app", {"MAX_CONCURRENT_ENVS": "8"}),
-}
-
-
-#: Server processes cache their bytecode here: the machine sets PYTHONDONTWRITEBYTECODE, which
-#: would make every server compile fastapi, pydantic, fastmcp... from source at start-up.
-PYCACHE_ENV = {
-    "PYTHONDONTWRITEBYTECODE": "",
-    "PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "openenv-test-pycache"),
 }
 
 

@@ -18,7 +18,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -27,18 +26,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from openenv.testing.live_server import free_port, stop_process, wait_healthy
+from tests.support.pycache import PYCACHE_ENV
 
 __all__ = ["PYCACHE_ENV", "REPO", "RunningServer", "free_port", "serve", "wait_healthy"]
 
 REPO = Path(__file__).resolve().parents[2]
-
-#: Child interpreters cache their bytecode here. The machine may set PYTHONDONTWRITEBYTECODE,
-#: which would make every server and CLI subprocess compile fastapi, pydantic, fastmcp... from
-#: source at start-up (about half of a server's start-up CPU).
-PYCACHE_ENV = {
-    "PYTHONDONTWRITEBYTECODE": "",
-    "PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "openenv-test-pycache"),
-}
 
 #: How long a server may take to start or stop before the test fails: long enough for a
 #: machine under heavy load, so it only fires on a real hang.
