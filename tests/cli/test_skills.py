@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from openenv.testing.live_server import stop_process
-from tests.support.server import REPO, free_port, wait_healthy
+from tests.support.server import REPO, free_port, stop_process, wait_healthy
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
 SKILL = REPO / "src" / "openenv" / "cli" / "skills" / "openenv" / "SKILL.md"

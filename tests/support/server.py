@@ -25,10 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from openenv.testing.live_server import free_port, stop_process, wait_healthy
+from openenv.testing import live_server
+from openenv.testing.live_server import free_port
 from tests.support.pycache import PYCACHE_ENV
 
-__all__ = ["PYCACHE_ENV", "REPO", "RunningServer", "free_port", "serve", "wait_healthy"]
+__all__ = [
+    "PYCACHE_ENV",
+    "REPO",
+    "RunningServer",
+    "free_port",
+    "serve",
+    "stop_process",
+    "wait_healthy",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,6 +47,18 @@ START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 
 _ENV_LOCK = threading.Lock()
+
+
+def wait_healthy(
+    url: str, process: Optional[subprocess.Popen] = None, timeout: float = START_TIMEOUT_S
+) -> None:
+    """`live_server.wait_healthy` with a bound that only a server that never starts exceeds."""
+    live_server.wait_healthy(url, process, timeout)
+
+
+def stop_process(process: subprocess.Popen, timeout: float = STOP_TIMEOUT_S) -> None:
+    """`live_server.stop_process`, waiting long enough for a loaded machine before SIGKILL."""
+    live_server.stop_process(process, timeout)
 
 
 @dataclass
@@ -112,10 +133,10 @@ def _serve_in_subprocess(
     process = subprocess.Popen(cmd, env=environ, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, process, timeout=START_TIMEOUT_S)
+        wait_healthy(url, process)
         yield RunningServer(url=url, port=port, process=process)
     finally:
-        stop_process(process, timeout=STOP_TIMEOUT_S)
+        stop_process(process)
 
 
 def load_app(app: str, env: dict[str, str]) -> Any:
