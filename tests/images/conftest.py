@@ -36,7 +36,7 @@ def published_url(container: Any, port: str = "8000/tcp") -> str:
     return f"http://127.0.0.1:{binding['HostPort']}"
 
 
-def wait_for_health(container: Any, url: str, timeout: float = 60.0) -> None:
+def wait_for_health(container: Any, url: str, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         container.reload()
