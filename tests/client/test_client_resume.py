@@ -37,7 +37,7 @@ def short_grace_server() -> Iterator[RunningServer]:
         yield server
 
 
-async def _wait_for(predicate, timeout: float = 5.0) -> None:
+async def _wait_for(predicate, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
