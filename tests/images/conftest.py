@@ -16,6 +16,17 @@ import pytest
 
 docker = pytest.importorskip("docker")
 
+#: Per-test bound for image tests: a build (or its first use in a fixture) takes minutes on a
+#: loaded machine, past the suite's 120 s default; `openenv build` has its own 900 s bound.
+IMAGE_TEST_TIMEOUT_S = 1200
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.timeout(IMAGE_TEST_TIMEOUT_S))
+
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
