@@ -17,14 +17,14 @@ OPENENV = str(Path(sys.executable).with_name("openenv"))
 
 
 def test_version() -> None:
-    out = subprocess.run([OPENENV, "--version"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run([OPENENV, "--version"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0
     assert out.stdout.startswith("openenv ")
 
 
 def test_serve_rejects_what_it_cannot_find() -> None:
     out = subprocess.run(
-        [OPENENV, "serve", "no_such_env_anywhere"], capture_output=True, text=True, timeout=30
+        [OPENENV, "serve", "no_such_env_anywhere"], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 2
     assert "neither an environment folder nor an installed package" in out.stderr
@@ -45,7 +45,7 @@ def test_serve_runs_an_environment() -> None:
     finally:
         process.terminate()
         # uvicorn shuts down gracefully, then re-raises SIGTERM to exit as the signal asks.
-        assert process.wait(15) in (0, -signal.SIGTERM)
+        assert process.wait(60) in (0, -signal.SIGTERM)
 
 
 def test_serve_imports_an_app_from_the_current_folder(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_serve_imports_an_app_from_the_current_folder(tmp_path: Path) -> None:
         assert httpx.get(f"{url}/metadata").json()["name"]
     finally:
         process.terminate()
-        process.wait(15)
+        process.wait(60)
 
 
 def test_serve_takes_an_environment_by_name() -> None:
@@ -78,7 +78,7 @@ def test_serve_takes_an_environment_by_name() -> None:
         assert reply.json()["observation"]["position"] == [0, 0]
     finally:
         process.terminate()
-        process.wait(15)
+        process.wait(60)
 
 
 def test_list_shows_every_reference_environment() -> None:

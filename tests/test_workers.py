@@ -42,7 +42,7 @@ def two_workers() -> Iterator[str]:
         yield url
     finally:
         process.terminate()
-        process.wait(15)
+        process.wait(60)
 
 
 def _new_http_session(url: str) -> str:

@@ -18,6 +18,8 @@ from uuid import uuid4
 from openenv.core.env_server import Action, Environment, Observation, State, create_app
 
 UNLUCKY = 13
+#: Read when the module is loaded, so each server (process or in-process app) has its own file.
+CLOSE_MARKER = os.environ.get("OPENENV_TEST_CLOSE_MARKER")
 
 
 class CounterAction(Action):
@@ -73,9 +75,8 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
         return self._state
 
     def close(self) -> None:
-        marker = os.environ.get("OPENENV_TEST_CLOSE_MARKER")
-        if marker:
-            with open(marker, "a", encoding="utf-8") as fh:
+        if CLOSE_MARKER:
+            with open(CLOSE_MARKER, "a", encoding="utf-8") as fh:
                 fh.write(f"{self._state.episode_id}\n")
 
 

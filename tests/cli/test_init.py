@@ -187,7 +187,7 @@ def test_serves_and_plays_over_the_wire(generated: Path) -> None:
         assert result.reward == pytest.approx(1.0)
     finally:
         server.terminate()
-        assert server.wait(15) in (0, -signal.SIGTERM)
+        assert server.wait(60) in (0, -signal.SIGTERM)
 
 
 def test_env_suffix_is_dropped_from_classes_and_distribution(tmp_path: Path) -> None:

@@ -18,5 +18,5 @@ def echo_server() -> Iterator[RunningServer]:
 
 @pytest.fixture(scope="package")
 def counter_server() -> Iterator[RunningServer]:
-    with serve(COUNTER_APP, env={"OPENENV_RESUME_GRACE": "30"}) as server:
+    with serve(COUNTER_APP, env={"OPENENV_RESUME_GRACE": "30"}, in_process=True) as server:
         yield server

@@ -33,11 +33,11 @@ def _client(url: str, **kwargs) -> CounterClient:
 
 @pytest.fixture(scope="module")
 def short_grace_server() -> Iterator[RunningServer]:
-    with serve(COUNTER_APP, env={"OPENENV_RESUME_GRACE": "0.5"}) as server:
+    with serve(COUNTER_APP, env={"OPENENV_RESUME_GRACE": "0.5"}, in_process=True) as server:
         yield server
 
 
-async def _wait_for(predicate, timeout: float = 5.0) -> None:
+async def _wait_for(predicate, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

@@ -1,8 +1,10 @@
 """The virtual environment holding the published OpenEnv package (`openenv==0.10.0`).
 
 The published distribution is also called `openenv`, so it cannot share our virtual environment.
-`ensure_compat_venv()` builds one once at `<repo>/.compat-venv/openenv-<version>/` and reuses it
-while its marker file names the pinned requirement and the package's dist-info is present. It uses
+`ensure_compat_venv()` builds one once in a per-user cache shared by every checkout and worktree
+(`~/.cache/openenv-tests/compat/openenv-<version>-py<X.Y>/`, or under `$OPENENV_COMPAT_CACHE`) and
+reuses it while its marker file names the pinned requirement and the package's dist-info is
+present. It holds only the published package, so nothing in it depends on the checkout. It uses
 `uv venv` + `uv pip install` when `uv` is on PATH, else `python -m venv` + pip. Builds are
 serialised with a file lock, so parallel test processes do not race.
 
@@ -28,9 +30,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PUBLISHED_VERSION = "0.10.0"
 PUBLISHED_REQUIREMENT = f"openenv=={PUBLISHED_VERSION}"
-#: Everything lives under this (git-ignored) folder: the venv, its marker and a build lock.
-CACHE_DIR = REPO / ".compat-venv"
-VENV_DIR = CACHE_DIR / f"openenv-{PUBLISHED_VERSION}"
+
+
+def _cache_dir() -> Path:
+    explicit = os.environ.get("OPENENV_COMPAT_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "openenv-tests" / "compat"
+
+
+#: Everything lives under this folder: the venv, its marker and a build lock.
+CACHE_DIR = _cache_dir()
+VENV_DIR = CACHE_DIR / f"openenv-{PUBLISHED_VERSION}-py{sys.version_info[0]}.{sys.version_info[1]}"
 MARKER = VENV_DIR / "openenv-compat.json"
 INSTALL_TIMEOUT_S = 900
 

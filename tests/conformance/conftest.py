@@ -1,20 +1,20 @@
 """Servers for the conformance tests.
 
-Every configuration the suite needs runs in its own uvicorn process. They are all started in
-parallel the first time any of them is requested and shared by the whole session (process
-start-up dominates the suite's run time otherwise).
+Every configuration the suite needs runs in its own uvicorn server, in this process (each app
+reads its settings when it is built). They are all started the first time any of them is
+requested and shared by the whole session.
 """
 
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.support.pycache import PYCACHE_ENV
 from tests.support.server import RunningServer, serve
 
 # Long enough for the resume tests to reconnect, short enough to test expiry quickly.
@@ -70,14 +70,6 @@ SERVER_SPECS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
-#: Server processes cache their bytecode here: the machine sets PYTHONDONTWRITEBYTECODE, which
-#: would make every server compile fastapi, pydantic, fastmcp... from source at start-up.
-PYCACHE_ENV = {
-    "PYTHONDONTWRITEBYTECODE": "",
-    "PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "openenv-test-pycache"),
-}
-
-
 def server_env(env: dict[str, str]) -> dict[str, str]:
     return {**PYCACHE_ENV, **env}
 
@@ -110,7 +102,7 @@ class Servers:
 
     def _start(self, name: str) -> tuple[contextlib.AbstractContextManager, RunningServer]:
         app, _ = SERVER_SPECS[name]
-        cm = serve(app, env=self.env(name))
+        cm = serve(app, env=self.env(name), in_process=True)  # settings are read at build
         return cm, cm.__enter__()
 
     def start(self, names: list[str]) -> None:

@@ -12,7 +12,8 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-TIMEOUT = 5.0
+#: Bound of every wait for something that should happen: only a real hang reaches it.
+TIMEOUT = 30.0
 
 
 def ws_connect(url: str, **kwargs: Any) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -51,7 +50,7 @@ async def test_sigterm_closes_sessions_and_envs(tmp_path: Path, resumable: bool)
                 with pytest.raises(ConnectionClosed):
                     await asyncio.wait_for(conn.recv(), 10)
                 assert conn.close_code in (1001, 1012), conn.close_code
-            returncode = await asyncio.to_thread(server.process.wait, 15)
+            returncode = await asyncio.to_thread(server.process.wait, 60)
         # uvicorn re-raises the signal after a graceful shutdown.
         assert returncode in (0, -signal.SIGTERM), returncode
     assert sorted(closed_episodes(marker)) == expected
@@ -64,7 +63,7 @@ async def test_sigterm_with_a_queued_connection_exits_promptly(tmp_path: Path) -
     env = {
         "OPENENV_TEST_CLOSE_MARKER": str(marker),
         "MAX_CONCURRENT_ENVS": "1",
-        "OPENENV_QUEUE_TIMEOUT": "30",
+        "OPENENV_QUEUE_TIMEOUT": "600",
         "OPENENV_RESUME_GRACE": "60",
     }
     with serve("apps.counter:app", env=server_env(env)) as server:
@@ -77,15 +76,13 @@ async def test_sigterm_with_a_queued_connection_exits_promptly(tmp_path: Path) -
             await waiter.send('{"type": "reset"}')
             await asyncio.sleep(0.3)
 
-            started = time.monotonic()
             server.process.send_signal(signal.SIGTERM)
             for conn in (holder, waiter):
                 with pytest.raises(ConnectionClosed):
                     await asyncio.wait_for(conn.recv(), 10)
-            try:
-                await asyncio.to_thread(server.process.wait, 6)
+            try:  # far less than the queue timeout, which a held-up shutdown would wait for
+                await asyncio.to_thread(server.process.wait, 60)
             except subprocess.TimeoutExpired:
                 server.process.kill()
-                pytest.fail("server still running 6 s after SIGTERM")
-            assert time.monotonic() - started < 6
+                pytest.fail("server still running 60 s after SIGTERM")
     assert closed_episodes(marker) == ["holder"]

@@ -16,6 +16,17 @@ import pytest
 
 docker = pytest.importorskip("docker")
 
+#: Per-test bound for image tests: a build (or its first use in a fixture) takes minutes on a
+#: loaded machine, past the suite's 120 s default; `openenv build` has its own 900 s bound.
+IMAGE_TEST_TIMEOUT_S = 1200
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.timeout(IMAGE_TEST_TIMEOUT_S))
+
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
@@ -36,7 +47,7 @@ def published_url(container: Any, port: str = "8000/tcp") -> str:
     return f"http://127.0.0.1:{binding['HostPort']}"
 
 
-def wait_for_health(container: Any, url: str, timeout: float = 60.0) -> None:
+def wait_for_health(container: Any, url: str, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         container.reload()

@@ -103,13 +103,10 @@ def test_the_healthcheck_reports_healthy(echo_container: Any) -> None:
 
 def test_stop_is_graceful(echo_container: Any) -> None:
     wait_for_health(echo_container, published_url(echo_container))
-    started = time.monotonic()
     echo_container.stop(timeout=20)
-    elapsed = time.monotonic() - started
     echo_container.reload()
     # SIGKILL after the timeout would show as 137; uvicorn exits on SIGTERM at once.
     assert echo_container.attrs["State"]["ExitCode"] != 137
-    assert elapsed < 10
     logs = echo_container.logs().decode(errors="replace")
     assert "Shutting down" in logs or "shutdown complete" in logs.lower()
 

@@ -1,4 +1,6 @@
-"""Servers for the MCP tests (tests/mcp is not a package: a `tests/mcp/__init__.py` would shadow
+"""Servers for the MCP tests, in this process (OPENENV_MODE is read when the app is built).
+
+(tests/mcp is not a package: a `tests/mcp/__init__.py` would shadow
 the `mcp` SDK in servers started with tests/ on PYTHONPATH)."""
 
 from __future__ import annotations
@@ -36,13 +38,13 @@ def tools_server() -> Iterator[RunningServer]:
 
 @pytest.fixture(scope="session")
 def simulation_server() -> Iterator[RunningServer]:
-    with serve(MODES_APP, env={"OPENENV_MODE": "simulation"}) as server:
+    with serve(MODES_APP, env={"OPENENV_MODE": "simulation"}, in_process=True) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def production_server() -> Iterator[RunningServer]:
-    with serve(MODES_APP, env={"OPENENV_MODE": "production"}) as server:
+    with serve(MODES_APP, env={"OPENENV_MODE": "production"}, in_process=True) as server:
         yield server
 
 

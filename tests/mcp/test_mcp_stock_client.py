@@ -17,7 +17,7 @@ def _active(url: str) -> int:
     return httpx.get(f"{url}/capacity", timeout=5).json()["active_sessions"]
 
 
-async def _wait_active(url: str, expected: int, timeout: float = 5.0) -> None:
+async def _wait_active(url: str, expected: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while _active(url) != expected:
         if time.monotonic() > deadline:

@@ -20,6 +20,17 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+#: Longest a `hang` reply waits for the server to stop.
+HANG_LIMIT_S = 60.0
+#: How long `meeting` parties wait for each other: only a client that never sends the other
+#: requests runs into it.
+MEET_TIMEOUT_S = 30.0
+
+
+def meeting(parties: int) -> threading.Barrier:
+    """A barrier for `Reply.meet`."""
+    return threading.Barrier(parties, timeout=MEET_TIMEOUT_S)
+
 
 @dataclass
 class Reply:
@@ -27,6 +38,11 @@ class Reply:
     body: Any = None  # dict/list -> JSON, str -> sent as is
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    #: Never answer while the test runs (the server lets it go when it stops): a hung request.
+    hang: bool = False
+    #: Answer only once every party of this barrier has a request in hand (it fails after its
+    #: timeout otherwise): proof that the client sent them at once.
+    meet: threading.Barrier | None = None
 
 
 @dataclass
@@ -75,6 +91,7 @@ class FakeLLMServer:
         self.replies: deque[Reply] = deque()
         self.respond = respond or (lambda request: openai_reply("Score: 1/1"))
         self._lock = threading.Lock()
+        self.stopped = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -99,6 +116,10 @@ class FakeLLMServer:
                     reply = server.replies.popleft() if server.replies else None
                 if reply is None:
                     reply = server.respond(request)
+                if reply.meet is not None:
+                    reply.meet.wait()
+                if reply.hang:
+                    server.stopped.wait(HANG_LIMIT_S)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 payload = reply.body
@@ -135,6 +156,7 @@ class FakeLLMServer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self.stopped.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)

@@ -38,15 +38,41 @@ class Const(Rubric):
         return self.value
 
 
+class Rendezvous:
+    """Lets `parties` coroutines go on only once all of them have arrived.
+
+    Rubrics that meet here prove they ran at the same time, whatever the machine's load: run one
+    after the other, the first waits for the rest in vain and fails after `timeout` seconds.
+    """
+
+    def __init__(self, parties: int, timeout: float = 30.0) -> None:
+        self.parties = parties
+        self.timeout = timeout
+        self.arrived = 0
+        self._all_here = asyncio.Event()
+
+    async def arrive(self) -> None:
+        self.arrived += 1
+        if self.arrived >= self.parties:
+            self._all_here.set()
+        await asyncio.wait_for(self._all_here.wait(), self.timeout)
+
+
 class AsyncConst(Rubric):
-    """An async rubric that sleeps `delay` seconds before scoring."""
+    """An async rubric that sleeps `delay` seconds (or meets the others at `meet`) first."""
 
     def __init__(
-        self, value: float, delay: float = 0.0, log: list[str] | None = None, name: str = ""
+        self,
+        value: float,
+        delay: float = 0.0,
+        log: list[str] | None = None,
+        name: str = "",
+        meet: Rendezvous | None = None,
     ) -> None:
         super().__init__()
         self.value = value
         self.delay = delay
+        self.meet = meet
         self.calls = 0
         self.log = log
         self.name = name
@@ -57,6 +83,8 @@ class AsyncConst(Rubric):
         if self.log is not None:
             self.log.append(f"start:{self.name}")
         try:
+            if self.meet is not None:
+                await self.meet.arrive()
             await asyncio.sleep(self.delay)
         except asyncio.CancelledError:
             self.cancelled = True

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 
@@ -25,7 +24,7 @@ from openenv.core.llm_client import (
     create_llm_client,
 )
 
-from .fake_llm import FakeLLMServer, Reply, anthropic_reply, closed_port, openai_reply
+from .fake_llm import FakeLLMServer, Reply, anthropic_reply, closed_port, meeting, openai_reply
 
 FAST = {"backoff_base_s": 0.001, "backoff_max_s": 0.05}
 
@@ -170,25 +169,39 @@ def test_to_message_dict_without_tools() -> None:
 # -- OpenAI-compatible: failures -------------------------------------------------------------
 
 
-async def test_429_then_success_honours_retry_after(llm_server: FakeLLMServer) -> None:
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every delay given to `asyncio.sleep` during the test (the sleeps still happen)."""
+    real_sleep = asyncio.sleep
+    delays: list[float] = []
+
+    async def recording_sleep(delay: float, *args: object, **kwargs: object) -> object:
+        delays.append(delay)
+        return await real_sleep(delay, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "sleep", recording_sleep)
+    return delays
+
+
+async def test_429_then_success_honours_retry_after(
+    llm_server: FakeLLMServer, sleeps: list[float]
+) -> None:
     llm_server.queue(
         Reply(429, {"error": {"message": "rate limited"}}, headers={"Retry-After": "0.3"}),
         openai_reply("Score: 0.9"),
     )
     client = openai(llm_server, backoff_max_s=5.0)
-    start = time.perf_counter()
     assert await client.complete("hi") == "Score: 0.9"
-    assert time.perf_counter() - start >= 0.3  # waited as told, not the 1 ms backoff
+    assert 0.3 in sleeps  # waited as told, not the 1 ms backoff
     assert len(llm_server.requests) == 2
     await client.aclose()
 
 
-async def test_retry_after_ms_header(llm_server: FakeLLMServer) -> None:
+async def test_retry_after_ms_header(llm_server: FakeLLMServer, sleeps: list[float]) -> None:
     llm_server.queue(Reply(503, "busy", headers={"retry-after-ms": "200"}), openai_reply("ok"))
     client = openai(llm_server, backoff_max_s=5.0)
-    start = time.perf_counter()
     assert await client.complete("hi") == "ok"
-    assert time.perf_counter() - start >= 0.2
+    assert 0.2 in sleeps
     await client.aclose()
 
 
@@ -223,30 +236,29 @@ async def test_client_errors_are_not_retried(llm_server: FakeLLMServer) -> None:
 
 async def test_unreachable_endpoint_raises_unavailable() -> None:
     client = OpenAIClient(f"http://127.0.0.1:{closed_port()}", model="m", max_retries=2, **FAST)
-    start = time.perf_counter()
     with pytest.raises(LLMUnavailableError) as info:
         await client.complete("hi")
     assert not isinstance(info.value, LLMTimeoutError)
     assert info.value.attempts == 3 and "cannot reach" in str(info.value)
-    assert time.perf_counter() - start < 2.0
     await client.aclose()
 
 
 async def test_timeout_raises_timeout_error(llm_server: FakeLLMServer) -> None:
-    llm_server.queue(Reply(200, {}, delay_s=1.0), Reply(200, {}, delay_s=1.0))
+    # Hung replies: a client that waited for them would hang until the test times out.
+    llm_server.queue(Reply(200, {}, hang=True), Reply(200, {}, hang=True))
     client = openai(llm_server, timeout_s=0.2, max_retries=1)
-    start = time.perf_counter()
     with pytest.raises(LLMTimeoutError) as info:
         await client.complete("hi")
     assert isinstance(info.value, LLMUnavailableError)
     assert info.value.attempts == 2
-    assert time.perf_counter() - start < 0.9
+    assert len(llm_server.requests) == 2
     await client.aclose()
 
 
 async def test_timeout_then_success(llm_server: FakeLLMServer) -> None:
-    llm_server.queue(Reply(200, {}, delay_s=0.5), openai_reply("late but fine"))
-    client = openai(llm_server, timeout_s=0.2)
+    llm_server.queue(Reply(200, {}, hang=True), openai_reply("late but fine"))
+    # The timeout is per attempt: long enough for the second reply on a loaded machine.
+    client = openai(llm_server, timeout_s=2.0)
     assert await client.complete("hi") == "late but fine"
     await client.aclose()
 
@@ -281,14 +293,13 @@ async def test_malformed_replies_raise_response_error(
 
 
 async def test_concurrent_requests_share_the_client(llm_server: FakeLLMServer) -> None:
+    all_four = meeting(4)  # sent one after the other, the first is never answered
     llm_server.respond = lambda request: Reply(
-        200, openai_reply(request.body["messages"][-1]["content"]).body, delay_s=0.2
+        200, openai_reply(request.body["messages"][-1]["content"]).body, meet=all_four
     )
     client = openai(llm_server)
-    start = time.perf_counter()
     answers = await asyncio.gather(*(client.complete(f"q{i}") for i in range(4)))
     assert answers == ["q0", "q1", "q2", "q3"]
-    assert time.perf_counter() - start < 0.75  # one after the other: >= 0.8 s
     await client.aclose()
 
 
