@@ -1,4 +1,4 @@
-"""A real Docker engine for the image tests.
+"""A real Docker engine for the image tests, which run with `pytest -m docker`.
 
 Outside CI a machine without an engine skips these tests; in CI (`CI=true`) a missing engine
 fails them, since `.ci/run` installs and starts one.
@@ -26,6 +26,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if str(item.path).startswith(here):
             item.add_marker(pytest.mark.timeout(IMAGE_TEST_TIMEOUT_S))
+            item.add_marker(pytest.mark.docker)
 
 
 @pytest.fixture(scope="session")
