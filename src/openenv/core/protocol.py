@@ -177,14 +177,10 @@ def loads(data: str | bytes) -> Any:
 RequestId = Union[str, int]
 
 
-# Models are built on first use (`defer_build`): a client that never meets an unusual frame
-# never pays for building them at import.
-
-
 class ResetRequest(BaseModel):
     """HTTP `/reset` body; extra keys are reset keyword arguments."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
+    model_config = ConfigDict(extra="allow")
 
     seed: int | None = Field(default=None, ge=0)
     episode_id: str | None = Field(default=None, max_length=255)
@@ -193,7 +189,7 @@ class ResetRequest(BaseModel):
 class StepRequest(BaseModel):
     """HTTP `/step` body; `request_id` makes a step in a session idempotent."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
+    model_config = ConfigDict(extra="allow")
 
     action: dict[str, Any]
     timeout_s: float | None = Field(default=None, gt=0)
@@ -203,7 +199,7 @@ class StepRequest(BaseModel):
 class ResetResponse(BaseModel):
     """HTTP reset/step reply (`metadata` and `session_id` are additions)."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
+    model_config = ConfigDict(extra="allow")
 
     observation: dict[str, Any]
     reward: bool | int | float | None = None
@@ -212,6 +208,11 @@ class ResetResponse(BaseModel):
 
 
 StepResponse = ResetResponse
+
+
+# The envelope models are built on first use (`defer_build`): a client that never meets an
+# unusual frame never pays for building them at import. (The HTTP bodies above are built at
+# once: FastAPI's schema generation warns about deferred body models.)
 
 
 class _WSMessage(BaseModel):
