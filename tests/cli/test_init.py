@@ -366,12 +366,11 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)  # a new venv, an install and a test run: minutes on a loaded machine
-def test_next_steps_work_in_a_pip_venv(tmp_path: Path) -> None:
-    """A venv with pip and openenv (what the README's quick start makes): the steps install
-    the folder there with pip, which finds openenv already installed, and run it there."""
-    python = venv_beside_this_one(tmp_path / "venv", made_by_uv=False)
+def init_in_new_venv(
+    tmp_path: Path, made_by_uv: bool
+) -> tuple[Path, Path, dict[str, str], list[str]]:
+    """`openenv init my_game` run by a new venv's python: (python, work dir, env, next steps)."""
+    python = venv_beside_this_one(tmp_path / "venv", made_by_uv=made_by_uv)
     work = tmp_path / "work"
     work.mkdir()
     env = clean_env()
@@ -384,7 +383,15 @@ def test_next_steps_work_in_a_pip_venv(tmp_path: Path) -> None:
         timeout=60,
     )
     assert init.returncode == 0, init.stderr
-    steps = printed_steps(init.stderr)
+    return python, work, env, printed_steps(init.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a new venv, an install and a test run: minutes on a loaded machine
+def test_next_steps_work_in_a_pip_venv(tmp_path: Path) -> None:
+    """A venv with pip and openenv (what the README's quick start makes): the steps install
+    the folder there with pip, which finds openenv already installed, and run it there."""
+    python, work, env, steps = init_in_new_venv(tmp_path, made_by_uv=False)
     assert steps[0] == "cd my_game"
     assert steps[1] == f"{python} -m pip install -e '.[dev]'"
     outputs = run_next_steps(steps, work, env)
@@ -402,20 +409,7 @@ def test_next_steps_work_in_a_uv_environment(tmp_path: Path) -> None:
     """An environment made by uv (a uv checkout): `uv run` in the new folder makes its own
     environment, with openenv from this checkout (the relative path in its pyproject.toml)
     and pytest from its dev group."""
-    python = venv_beside_this_one(tmp_path / "venv", made_by_uv=True)
-    work = tmp_path / "work"
-    work.mkdir()
-    env = clean_env()
-    init = subprocess.run(
-        [str(python), "-m", "openenv.cli", "init", "my_game"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert init.returncode == 0, init.stderr
-    steps = printed_steps(init.stderr)
+    _, work, env, steps = init_in_new_venv(tmp_path, made_by_uv=True)
     assert steps == [
         "cd my_game",
         "uv run openenv serve",
