@@ -296,17 +296,20 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             lambda: start_owned_client(cls, image, provider, "docker", dict(kwargs))
         )
 
+    async def _own_environment_is_gone(self) -> bool:
+        env, provider = self._started_env, self._provider
+        if env is None or provider is None:
+            return False
+        try:
+            return not await provider.is_running(env)
+        except Exception:
+            return False
+
     async def _environment_died(self, exc: BaseException) -> BaseException:
         """When this client's own environment is gone, say so (an infrastructure failure with
         the environment's last output) instead of reporting a mere connection problem."""
         env, provider = self._started_env, self._provider
-        if env is None or provider is None:
-            return exc
-        try:
-            running = await provider.is_running(env)
-        except Exception:
-            return exc
-        if running:
+        if env is None or provider is None or not await self._own_environment_is_gone():
             return exc
         from openenv.providers.base import EnvironmentDiedError
 
@@ -401,6 +404,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 first = decode_reply(await asyncio.wait_for(ws.recv(), self.connect_timeout_s))
             except (ConnectionError, ConnectionClosed, asyncio.TimeoutError, OSError) as exc:
                 last_exc = exc
+                if await self._own_environment_is_gone():
+                    break  # no point in retrying: the failure says why
                 await asyncio.sleep(self.reconnect_backoff_s * (2**attempt))
                 continue
             except ValueError as exc:

@@ -191,7 +191,7 @@ class Provider(ABC):
 
     async def is_running(self, env: StartedEnv) -> bool:
         """False once the environment is gone; used to tell a dead environment from a blip."""
-        return await self._probe(env) is not None
+        return await self._alive(env)
 
     async def wait_ready(self, env: StartedEnv, timeout_s: float = 60.0) -> None:
         """Poll `/health` until it answers 200; fail early if the environment died."""
@@ -201,7 +201,8 @@ class Provider(ABC):
             status = await self._probe(env)
             if status == 200:
                 return
-            if status is None and not await self._alive(env):
+            knows_liveness = type(self)._alive is not Provider._alive
+            if status is None and knows_liveness and not await self._alive(env):
                 raise EnvironmentStartError(
                     f"{self.name}: environment {spec_name(env)} exited before it was ready",
                     await self.log_tail(env),
@@ -229,8 +230,9 @@ class Provider(ABC):
     async def _stop(self, env: StartedEnv) -> None: ...
 
     async def _alive(self, env: StartedEnv) -> bool:
-        """Whether the environment's process/container still exists (cheap, local)."""
-        return True
+        """Whether the environment's process/container still exists. Providers that can ask
+        their engine override this; the fallback asks the server itself."""
+        return await self._probe(env) is not None
 
     async def _probe(self, env: StartedEnv) -> Optional[int]:
         """HTTP status of `/health`, None when nothing answers."""
