@@ -242,3 +242,43 @@ def test_a_trainer_killed_with_sigkill_leaves_nothing_after_gc(
         assert gone(pids["escaped"])
     else:  # pragma: no cover - machines without cgroups
         os.kill(pids["escaped"], signal.SIGKILL)
+
+
+ENDINGS = {
+    "returns": "pass",
+    "raises": "raise RuntimeError('trainer bug')",
+    "sigterm": "os.kill(os.getpid(), signal.SIGTERM); await asyncio.sleep(60)",
+    "sigint": "os.kill(os.getpid(), signal.SIGINT); await asyncio.sleep(60)",
+}
+
+ENDING_TRAINER = """
+import asyncio, json, os, signal, sys, time
+from openenv.core.generic_client import GenericEnvClient
+
+async def main():
+    client = await GenericEnvClient.from_env("tests.apps.probe:app")
+    reset = await client.reset()
+    print(json.dumps({{"server": int(reset.observation["output"])}}), flush=True)
+    {ending}
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+def test_a_trainer_that_exits_raises_or_is_signalled_stops_its_environments(
+    ending: str,
+) -> None:
+    env = {**os.environ, **PYCACHE_ENV, "PYTHONPATH": str(REPO)}
+    trainer = subprocess.run(
+        [sys.executable, "-c", ENDING_TRAINER.format(ending=ENDINGS[ending])],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    pids = json.loads(trainer.stdout.splitlines()[0])
+    assert gone(pids["server"])
+    # Stopped by the trainer itself on the way out: no orphan is left for gc.
+    assert list(local_records()) == [], trainer.stderr

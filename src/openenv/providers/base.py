@@ -12,12 +12,16 @@ OpenEnv's one-environment-per-provider methods (`start_container`, `stop_contain
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
+import signal
+import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, TypeVar
 
 from openenv.core.errors import OpenEnvError
 from openenv.core.utils import run_coroutine_sync
@@ -26,6 +30,8 @@ from .ownership import Owner
 from .spec import EnvSpec
 
 logger = logging.getLogger("openenv.providers")
+
+T = TypeVar("T")
 
 
 class ProviderError(OpenEnvError):
@@ -155,9 +161,11 @@ class Provider(ABC):
         """
         spec = EnvSpec.of(spec, **fields)
         self.check_available()
+        _live_providers.add(self)
+        _install_exit_cleanup()
         if type(self) not in _swept:
             _swept.add(type(self))
-            await asyncio.to_thread(type(self).collect_orphans)
+            await run_blocking(type(self).collect_orphans)
         env = await self._start(spec)
         self._started[env.id] = env
         if wait:
@@ -300,6 +308,50 @@ class Provider(ABC):
 
 #: Provider classes whose orphans were collected in this process.
 _swept: set[type[Provider]] = set()
+#: Providers that started something in this process, stopped at exit. Strong references: a
+#: trainer that drops its client without closing it still gets its environments stopped.
+_live_providers: set[Provider] = set()
+_exit_cleanup_installed = False
+
+
+_exiting = False
+
+
+async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
+    """`asyncio.to_thread`, except at interpreter exit, where no new thread may start: there
+    the call runs inline (the exit cleanup is the only thing left to do)."""
+    if _exiting:
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
+
+
+def _stop_everything_at_exit() -> None:
+    global _exiting
+    _exiting = True
+    for provider in list(_live_providers):
+        if provider.started():
+            with contextlib.suppress(BaseException):
+                run_coroutine_sync(provider.close())
+
+
+def _install_exit_cleanup() -> None:
+    """Stop what providers started when the trainer exits: normally, on an exception, on
+    Ctrl-C, or on SIGTERM (whose default action would skip every cleanup; it becomes a normal
+    exit with status 143 when no one else handles it). SIGKILL leaves orphans for the next
+    provider start or `openenv gc`."""
+    global _exit_cleanup_installed
+    if _exit_cleanup_installed:
+        return
+    _exit_cleanup_installed = True
+    atexit.register(_stop_everything_at_exit)
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def spec_name(env: StartedEnv) -> str:

@@ -34,6 +34,7 @@ from .base import (
     ProviderError,
     Resource,
     StartedEnv,
+    run_blocking,
 )
 from .ownership import (
     LocalRecord,
@@ -217,7 +218,7 @@ class ProcessProvider(Provider):
     async def _stop(self, env: StartedEnv) -> None:
         record = env.info.get("record")
         if isinstance(record, LocalRecord):
-            await asyncio.to_thread(remove_record, record, 1.0)
+            await run_blocking(remove_record, record, 1.0)
 
 
 def remove_record(record: LocalRecord, grace_s: float = 0.0) -> None:
