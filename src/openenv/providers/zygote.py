@@ -294,7 +294,7 @@ def _child(request: dict[str, Any], ready_fd: int) -> None:
     if not cgroups:
         _apply_rlimits(limits)
     cpus = limits.get("cpus")
-    if cpus and not cgroups:
+    if cpus and not cgroups and hasattr(os, "sched_setaffinity"):
         available = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, available[: max(1, int(-(-cpus // 1)))])
 
