@@ -277,11 +277,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         """
         from openenv.providers.launch import PendingClient, start_owned_client
 
-        target, default = name_or_folder, "local"
-        if use_docker:
-            target, default = _default_image(name_or_folder), "docker"
+        default = "docker" if use_docker else "local"
         return PendingClient(
-            lambda: start_owned_client(cls, target, provider, default, dict(kwargs))
+            lambda: start_owned_client(cls, name_or_folder, provider, default, dict(kwargs))
         )
 
     @classmethod
@@ -612,15 +610,3 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         if cls is not None and isinstance(cls, type) and issubclass(cls, State):
             return cls.model_validate(payload)  # type: ignore[return-value]
         return payload  # type: ignore[return-value]
-
-
-def _default_image(name: str) -> str:
-    """The image `openenv build` makes for an environment ('echo' -> 'openenv-echo:latest')."""
-    if "/" in name or ":" in name:
-        return name
-    from openenv.auto.discovery import discover, normalize_env_name
-
-    info = discover().resolve(name)
-    if info is not None:
-        return info.default_image
-    return f"openenv-{normalize_env_name(name).replace('_', '-')}:latest"

@@ -105,6 +105,9 @@ class Provider(ABC):
     name: ClassVar[str] = "provider"
     #: Network policy used when a spec does not choose one.
     default_network: ClassVar[str] = "egress"
+    #: What a spec's target names for this provider: "app" (an environment name, folder or
+    #: import string) or "image" (container providers; names and folders map to their image).
+    target_kind: ClassVar[str] = "app"
 
     def __init__(self) -> None:
         self._started: dict[str, StartedEnv] = {}

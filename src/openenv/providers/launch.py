@@ -118,6 +118,8 @@ async def start_owned_client(
         return await _start_with_openenv_provider(
             client_cls, target, instance, spec_fields, client_fields
         )
+    if instance.target_kind == "image":
+        target = image_for(target)
     env: StartedEnv = await instance.start(EnvSpec.of(target, **spec_fields))
     try:
         client = client_cls(**env.client_kwargs(), provider=instance, **client_fields)  # type: ignore[call-arg]
@@ -162,3 +164,26 @@ async def _start_with_openenv_provider(
             "OpenEnv's start_container()/stop_container() methods"
         )
     return client_cls(base_url=base_url, provider=provider, **client_fields)  # type: ignore[call-arg]
+
+
+def image_for(target: str) -> str:
+    """The image of an environment named by the user: an image reference stays as it is; an
+    installed environment or a folder maps to the tag `openenv build` gives it
+    ('echo' -> 'openenv-echo:latest')."""
+    from pathlib import Path
+
+    from openenv.auto.discovery import discover
+    from openenv.core.manifest import ManifestError, load_project
+
+    path = Path(target).expanduser()
+    if path.is_dir():
+        try:
+            return f"{load_project(path).image_name}:latest"
+        except ManifestError:
+            return target
+    if "/" in target or ":" in target:
+        return target
+    info = discover().resolve(target)
+    if info is not None:
+        return info.default_image
+    return target
