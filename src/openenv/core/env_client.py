@@ -166,33 +166,21 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         from websockets.exceptions import InvalidHandshake
 
         url = ws_session_url(self._ws_base, session_id)
+        options: dict[str, Any] = {
+            "subprotocols": [SUBPROTOCOL],
+            "open_timeout": self.connect_timeout_s,
+            "max_size": self.max_message_size,
+            "ping_interval": self.ping_interval_s,
+            "ping_timeout": self.ping_timeout_s,
+            # A dead link gives no closing handshake: don't wait long for one.
+            "close_timeout": self.close_timeout_s,
+            "additional_headers": self.headers or None,
+            "compression": None,
+        }
         try:
             if self.unix_socket:
-                return await unix_connect(
-                    self.unix_socket,
-                    url,
-                    subprotocols=[SUBPROTOCOL],
-                    open_timeout=self.connect_timeout_s,
-                    max_size=self.max_message_size,
-                    ping_interval=self.ping_interval_s,
-                    ping_timeout=self.ping_timeout_s,
-                    close_timeout=self.close_timeout_s,
-                    additional_headers=self.headers or None,
-                    compression=None,
-                )
-            return await connect(
-                url,
-                subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
-                open_timeout=self.connect_timeout_s,
-                max_size=self.max_message_size,
-                ping_interval=self.ping_interval_s,
-                ping_timeout=self.ping_timeout_s,
-                # A dead link gives no closing handshake: don't wait long for one.
-                close_timeout=self.close_timeout_s,
-                additional_headers=self.headers or None,
-                proxy=None,
-                compression=None,
-            )
+                return await unix_connect(self.unix_socket, url, **options)
+            return await connect(url, proxy=None, **options)
         except (OSError, InvalidHandshake, asyncio.TimeoutError) as exc:
             where = self._ws_base + (f" (via {self.unix_socket})" if self.unix_socket else "")
             raise ServerUnreachableError(
