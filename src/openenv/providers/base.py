@@ -15,6 +15,7 @@ import asyncio
 import atexit
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -355,6 +356,15 @@ def _install_exit_cleanup() -> None:
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
+
+
+def _forget_in_forked_child() -> None:
+    """A forked copy of the trainer does not own its parent's environments: its exit must not
+    stop them."""
+    _live_providers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_forked_child)
 
 
 def spec_name(env: StartedEnv) -> str:
