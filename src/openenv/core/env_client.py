@@ -33,6 +33,7 @@ from .protocol import (
     RequestKind,
     decode_reply,
     encode_request,
+    session_log_id,
     ws_session_url,
 )
 from .utils import convert_to_http_url, convert_to_ws_url
@@ -412,7 +413,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             self._session_info = first.data
             self._ws = ws
             self._reader = asyncio.get_running_loop().create_task(self._read_loop(ws))
-            logger.info("Resumed session %s after a dropped connection", session_id)
+            logger.info("Resumed session %s after a dropped connection", session_log_id(session_id))
             for rid in sorted(self._pending):
                 with contextlib.suppress(ConnectionClosed):
                     await ws.send(self._pending[rid][0])
