@@ -49,6 +49,13 @@ def _server_error_to_rpc(exc: ServerError) -> _RpcError:
     return _RpcError(JsonRpcErrorCode.INTERNAL_ERROR, exc.message, exc.to_data())
 
 
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 def _is_standard_mcp(request: Request) -> bool:
     headers = request.headers
     return (
@@ -66,6 +73,17 @@ class MCPEndpoint:
     # -- transports --------------------------------------------------------------------
 
     async def http_post(self, request: Request) -> Response:
+        if not _is_json(request.headers.get("content-type", "")):
+            # A browser may POST text/plain (or a form) to any origin without asking first; a
+            # JSON body is what makes it ask (CORS preflight), which no origin here passes.
+            return self._reply(
+                rpc_error(
+                    None,
+                    JsonRpcErrorCode.INVALID_REQUEST,
+                    "POST /mcp needs Content-Type: application/json",
+                ),
+                status=415,
+            )
         body = await request.body()
         standard = _is_standard_mcp(request)
         try:
