@@ -272,7 +272,7 @@ class HTTPEnvServer:
                 if sid == NEW_SESSION:
                     session = await manager.create("http")
                 else:
-                    session = manager.get(sid)
+                    session = manager.get(sid, by="http")
                 try:
                     obs = await manager.reset(session, kwargs)
                 except ServerError:
@@ -298,7 +298,7 @@ class HTTPEnvServer:
                         lambda s: manager.step(s, action, kwargs)
                     )
                     return _observation_response(obs)
-                session = manager.get(sid)
+                session = manager.get(sid, by="http")
                 if request.request_id is None:
                     obs = await manager.step(session, action, kwargs)
                 else:
@@ -316,7 +316,7 @@ class HTTPEnvServer:
                 if not sid:
                     st = await manager.with_throwaway_env(manager.state)
                 else:
-                    st = await manager.state(manager.get(sid))
+                    st = await manager.state(manager.get(sid, by="http"))
                 return _json(st.model_dump())
             except ServerError as exc:
                 return _error_response(exc)
@@ -325,7 +325,7 @@ class HTTPEnvServer:
         async def close_session(session_id: str) -> Response:
             """End an HTTP session and free its slot."""
             try:
-                session = manager.get(session_id)
+                session = manager.get(session_id, by="http")
             except ServerError as exc:
                 return _error_response(exc)
             await manager.destroy(session, "closed by client")

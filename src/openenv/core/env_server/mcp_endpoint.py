@@ -93,8 +93,8 @@ class MCPEndpoint:
         header_sid = request.headers.get(MCP_SESSION_HEADER)
         session: Session | None = None
         if header_sid:
-            session = self.manager.sessions.get(header_sid)
-            if session is None or session.closed:
+            session = self._lookup(header_sid)
+            if session is None:
                 # Streamable HTTP: an unknown session means the client must initialize again.
                 return self._reply(
                     rpc_error(
@@ -123,11 +123,18 @@ class MCPEndpoint:
         sid = request.headers.get(MCP_SESSION_HEADER)
         if not sid:
             return Response(status_code=400)
-        session = self.manager.sessions.get(sid)
+        session = self._lookup(sid)
         if session is None:
             return Response(status_code=404)
         await self.manager.destroy(session, "closed by MCP client")
         return Response(status_code=200)
+
+    def _lookup(self, session_id: str) -> Session | None:
+        """A live session HTTP MCP may act on (not one a WebSocket connection owns)."""
+        try:
+            return self.manager.get(session_id, by="mcp")
+        except SessionLostError:
+            return None
 
     @staticmethod
     def _reply(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -247,7 +254,7 @@ class MCPEndpoint:
             target = ws_session or http_session
             rpc_sid = session_id_from_rpc(params)
             if target is None and rpc_sid:
-                target = self.manager.get(rpc_sid)
+                target = self.manager.get(rpc_sid, by="mcp")
             if method == "tools/list":
                 return await self._on_env(target, self._list_tools)
             name = params.get("name")
@@ -295,7 +302,7 @@ class MCPEndpoint:
                 JsonRpcErrorCode.INVALID_REQUEST,
                 "Cannot close the session of this connection over itself; close the connection",
             )
-        session = self.manager.get(str(sid))
+        session = self.manager.get(str(sid), by="mcp")
         await self.manager.destroy(session, "closed by client")
         return {"session_id": sid, "closed": True}
 

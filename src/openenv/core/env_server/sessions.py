@@ -317,8 +317,13 @@ class SessionManager:
                 )
         return env
 
-    def get(self, session_id: str) -> Session:
+    def get(self, session_id: str, *, by: str | None = None) -> Session:
+        """The live session `session_id`. With `by` (the transport asking), a session that a
+        WebSocket connection owns is not handed to another transport: knowing its id is not
+        enough to act on it (it answers as unknown, so its existence is not revealed)."""
         session = self.sessions.get(session_id)
+        if session is not None and by is not None and by != "ws" and session.transport == "ws":
+            session = None
         if session is None or session.closed:
             raise SessionLostError(
                 f"Unknown session_id: {session_id}. It was closed, expired, or never existed; "
