@@ -92,7 +92,7 @@ class Trainer:
     record: Optional[dict[str, Any]] = None
 
 
-def _environ(state_dir: Path, tag: Optional[str] = None) -> dict[str, str]:
+def trainer_environ(state_dir: Path, tag: Optional[str] = None) -> dict[str, str]:
     env = dict(os.environ)
     env["OPENENV_STATE_DIR"] = str(state_dir)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
@@ -116,7 +116,7 @@ def start_trainer(
     if ending not in ENDINGS:
         raise ValueError(f"ending must be one of {ENDINGS}")
     tag = uuid.uuid4().hex
-    env = _environ(state_dir, tag)
+    env = trainer_environ(state_dir, tag)
     config = {
         "provider": provider,
         "target": target,
@@ -190,7 +190,7 @@ def run_gc(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "openenv.cli", "gc", *args],
         cwd=REPO,
-        env=_environ(state_dir),
+        env=trainer_environ(state_dir),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -21,6 +21,7 @@ from openenv.core.utils import run_coroutine_sync as run
 from openenv.providers import (
     EnvironmentStartError,
     EnvSpec,
+    ProviderError,
     ProviderUnavailableError,
     ResourceLimits,
     SpecError,
@@ -269,6 +270,29 @@ def test_openenv_style_start_wait_stop() -> None:
     assert provider.base_url is None
     assert UVProvider.resources() == []
     assert tree(pid) == []
+
+
+def test_openenv_style_start_on_a_given_port_with_env_vars() -> None:
+    from tests.support.server import free_port
+
+    port = free_port()
+    provider = UVProvider(project_path=ECHO, env_vars={"FROM_CTOR": "1"})
+    try:
+        url = provider.start(port=port, env_vars={"FROM_START": "2"})
+        assert url == f"http://127.0.0.1:{port}"
+        provider.wait_for_ready(timeout_s=120)
+        assert provider._compat_env is not None
+        server = [
+            p
+            for p in tree(provider._compat_env.info["pid"])
+            if p != provider._compat_env.info["pid"]
+        ]
+        environ = Path(f"/proc/{server[-1]}/environ").read_bytes().split(b"\0")
+        assert b"FROM_CTOR=1" in environ and b"FROM_START=2" in environ
+        with pytest.raises(ProviderError, match="already runs"):
+            provider.start()
+    finally:
+        provider.stop()
 
 
 def test_openenv_style_context_manager_and_env_vars() -> None:

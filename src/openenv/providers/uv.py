@@ -358,6 +358,8 @@ class UVProvider(LocalRecordResources, Provider):
         """
         if isinstance(spec, (EnvSpec, str)):
             return Provider.start(self, spec, *args, **kwargs)
+        if spec is None:
+            return self._start_compat(*args, **kwargs)
         return self._start_compat(spec, *args, **kwargs)
 
     def _start_compat(
@@ -371,9 +373,8 @@ class UVProvider(LocalRecordResources, Provider):
             raise ProviderError("UVProvider.start() needs project_path (a folder or git+URL)")
         if self._compat_env is not None:
             raise ProviderError("this UVProvider already runs its project; call stop() first")
-        port = kwargs.pop("port", port)
         if kwargs:
-            raise TypeError(f"unexpected arguments {sorted(kwargs)}")
+            raise TypeError(f"UVProvider.start() got unexpected arguments {sorted(kwargs)}")
         self.workers = workers
         spec = EnvSpec.of(
             self.project_path,

@@ -7,6 +7,7 @@ whose runtime is absent (no Docker engine, no bubblewrap) is skipped, and said s
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
@@ -137,7 +138,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps([as_dict(item.resource) for item in found], indent=2))
         elif found:
-            Console(highlight=False).print(_table(found))
+            # Piped: full ids and addresses on one line each, for grep and awk.
+            wide = None if sys.stdout.isatty() else 10_000
+            Console(highlight=False, width=wide).print(_table(found))
         else:
             console.print("No environments.")
         if failures:
