@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -33,11 +34,13 @@ from tests.providers.leaks import (
     ECHO_STEP,
     ENDINGS,
     REPO,
+    TAG_VARIABLE,
     assert_nothing_leaks,
     end_trainer,
     leftovers,
     run_gc,
     start_trainer,
+    tagged_processes,
 )
 
 ECHO = str(REPO / "envs" / "echo_env")
@@ -192,6 +195,24 @@ def test_a_server_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
     assert UVProvider.resources() == []
     assert provider.started() == []
     assert not list(Path(os.environ["OPENENV_STATE_DIR"]).glob("resources/*.json"))
+
+
+@pytest.mark.parametrize("after_s", [0.01, 1.5])
+def test_a_cancelled_start_leaves_nothing_behind(after_s: float) -> None:
+    """Cancelled while uv is being launched (in a thread) or while waiting for /health."""
+    tag = uuid.uuid4().hex
+
+    async def main() -> None:
+        provider = UVProvider(env_vars={TAG_VARIABLE: tag})
+        task = asyncio.ensure_future(provider.start(ECHO))
+        await asyncio.sleep(after_s)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert UVProvider.resources() == []
+    assert tagged_processes(tag) == []
 
 
 def test_not_a_folder_is_a_spec_error() -> None:

@@ -449,7 +449,14 @@ class UVProvider(LocalRecordResources, Provider):
             created_at=time.time(),
             target=spec.target,
         )
-        return await asyncio.to_thread(self._launch, spec, record)
+        launch = asyncio.ensure_future(asyncio.to_thread(self._launch, spec, record))
+        try:
+            return await asyncio.shield(launch)
+        except asyncio.CancelledError:
+            # The thread goes on and may start the server: stop it once it has.
+            with contextlib.suppress(BaseException):
+                await self._stop(await launch)
+            raise
 
     def _launch(self, spec: EnvSpec, record: LocalRecord) -> StartedEnv:
         workdir = Path(tempfile.mkdtemp(prefix="openenv-uv-"))
