@@ -15,9 +15,7 @@ provider.start("path/to/env")`) uses the async provider interface of `base.py` i
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -26,7 +24,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Coroutine
@@ -46,6 +43,7 @@ from .base import (
 )
 from .ownership import LocalRecord, Owner, process_start_time
 from .records import LocalRecordResources, delete_paths, load_record, remove_record
+from .spawn import set_parent_death_signal, spawn
 from .spec import EnvSpec, SpecError, resolve_app
 
 if sys.version_info >= (3, 11):
@@ -55,7 +53,6 @@ else:  # pragma: no cover - Python 3.10
 
 #: OpenEnv's default app: `server/app.py` in the environment folder.
 DEFAULT_APP = "server.app:app"
-_PR_SET_PDEATHSIG = 1
 
 #: Runs in the environment's own interpreter (standard library only: the folder may bring
 #: OpenEnv's `openenv-core` rather than this openenv). It ties its life to uv's, applies the
@@ -111,29 +108,11 @@ else:
 
 # -- spawning -------------------------------------------------------------------------------
 
-_keeper: Optional[concurrent.futures.ThreadPoolExecutor] = None
-_keeper_lock = threading.Lock()
-
-
-def _spawn(make: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    """Run `make` (which starts a process) on a thread that lives as long as this process.
-
-    The kernel sends PR_SET_PDEATHSIG when the *thread* that forked the child ends, not the
-    process. Event-loop executors and `run_coroutine_sync` helpers are short-lived threads, so
-    a child forked there would be killed under a trainer that is still running.
-    """
-    global _keeper
-    with _keeper_lock:
-        if _keeper is None:
-            _keeper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="openenv-spawn")
-    return _keeper.submit(make).result()
-
 
 def _child_setup(cgroup_folders: Optional[list[str]]) -> Callable[[], None]:
     def setup() -> None:
         # SIGTERM, not SIGKILL: uv forwards it to the server and deletes its environment.
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        set_parent_death_signal(signal.SIGTERM)
         if cgroup_folders:
             cgroups.add_process(cgroup_folders)
 
@@ -499,7 +478,7 @@ class UVProvider(LocalRecordResources, Provider):
             log = open(workdir / "server.log", "wb")
             fd = sock.fileno()
             try:
-                proc = _spawn(
+                proc = spawn(
                     lambda: subprocess.Popen(
                         command,
                         cwd=folder,
