@@ -52,6 +52,17 @@ def test_nothing_to_list_or_remove(tmp_path: Path) -> None:
     assert gc.returncode == 0 and "Nothing to remove" in gc.stderr
 
 
+def test_an_unreadable_record_is_reported_not_deleted(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "resources").mkdir(parents=True)
+    broken = state / "resources" / "uv-half.json"
+    broken.write_text('{"id": "uv-half", "prov')
+    gc = run_gc(state)
+    assert gc.returncode == 0
+    assert "unreadable record" in gc.stderr and "uv-half.json" in gc.stderr
+    assert broken.exists()
+
+
 def test_gc_spares_a_live_trainer_unless_told(tmp_path: Path) -> None:
     state = tmp_path / "state"
     trainer = start_trainer("uv", ECHO, "sigkill", state_dir=state)

@@ -363,6 +363,32 @@ def test_the_harness_sees_what_a_killed_trainer_left(state_dir: Path) -> None:
     assert leftovers(trainer, "uv") == []
 
 
+@pytest.mark.slow
+def test_the_first_start_in_a_process_collects_orphans(state_dir: Path) -> None:
+    from openenv.providers import base
+
+    trainer = start_trainer("uv", ECHO, "sigkill", state_dir=state_dir)
+    end_trainer(trainer, "sigkill")
+    assert leftovers(trainer, "uv")  # its record and scratch folder
+    base._swept.discard(UVProvider)
+    with UVProvider() as provider:
+        env = run(provider.start(ECHO))
+        assert [r.id for r in UVProvider.resources()] == [env.id]
+    assert leftovers(trainer, "uv") == []
+
+
+def test_several_at_once_get_their_own_ports() -> None:
+    async def main() -> list[str]:
+        async with UVProvider() as provider:
+            envs = await asyncio.gather(*(provider.start(ECHO) for _ in range(3)))
+            assert len({e.base_url for e in envs}) == 3
+            assert len(UVProvider.resources()) == 3
+            return [await episode(e.base_url) for e in envs]
+
+    assert all("hi" in text for text in asyncio.run(main()))
+    assert UVProvider.resources() == []
+
+
 def test_sigkill_of_uv_alone_does_not_orphan_the_server() -> None:
     with UVProvider() as provider:
         env = run(provider.start(ECHO))

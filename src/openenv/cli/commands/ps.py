@@ -50,10 +50,26 @@ def _providers(verbose: bool) -> list[Any]:
     return usable
 
 
+def _unreadable_records() -> None:
+    """Say which record files no provider could read (half-written, or from a newer openenv)."""
+    from openenv.providers.ownership import LocalRecord, state_dir
+
+    folder = state_dir()
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            LocalRecord.from_json(path.read_text())
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            console.print(
+                f"[yellow]unreadable record {escape(str(path))} ({escape(str(exc))}); "
+                "delete it by hand if nothing runs from it[/]"
+            )
+
+
 def collect(verbose: bool = False) -> tuple[list[Found], int]:
     """Every resource of every usable provider, and how many providers could not be listed."""
     from openenv.providers import ProviderError
 
+    _unreadable_records()
     found: list[Found] = []
     failures = 0
     for cls in _providers(verbose):
