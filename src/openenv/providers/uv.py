@@ -230,14 +230,29 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def _uv_cache_dir() -> Path:
+    configured = os.environ.get("UV_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "uv"
+
+
 def _uv_env_dirs(record: LocalRecord) -> list[Path]:
-    """The throwaway environment uv made for a record's server (uv deletes it unless killed)."""
+    """The throwaway environment uv made for a record's server (uv deletes it unless killed).
+
+    The server reported it in boot.json; as the environment's code could rewrite that file,
+    only a scratch folder directly in uv's cache is accepted, never a project's .venv or a
+    system Python."""
     dirs = []
+    cache = _uv_cache_dir().resolve()
     for folder in record.cleanup_paths or ():
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             prefix = Path(json.loads((Path(folder) / "boot.json").read_text())["prefix"])
-            # Only uv's own scratch environments, never a project's .venv or a system Python.
-            if prefix.name.startswith(".tmp") and prefix.parent.name.startswith("builds-v"):
+            if (
+                prefix.name.startswith(".tmp")
+                and prefix.parent.name.startswith("builds-v")
+                and prefix.parent.parent.resolve() == cache
+            ):
                 dirs.append(prefix)
     return dirs
 
