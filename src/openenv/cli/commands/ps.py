@@ -67,15 +67,13 @@ def _unreadable_records() -> None:
 
 def collect(verbose: bool = False) -> tuple[list[Found], int]:
     """Every resource of every usable provider, and how many providers could not be listed."""
-    from openenv.providers import ProviderError
-
     _unreadable_records()
     found: list[Found] = []
     failures = 0
     for cls in _providers(verbose):
         try:
             resources = cls.resources()
-        except (ProviderError, OSError) as exc:
+        except Exception as exc:  # one provider failing must not hide the others
             console.print(f"[yellow]{cls.name}: cannot list: {escape(str(exc))}[/]")
             failures += 1
             continue
