@@ -27,6 +27,7 @@ from ..protocol import (
     session_id_from_scope,
     validation_errors,
 )
+from . import log_redaction
 from .asgi import BodyTooLarge, read_body, replay
 from .config import ServerConfig
 from .interfaces import Environment, state_class_of
@@ -392,6 +393,7 @@ def create_fastapi_app(
     if os.environ.get(WORKER_DIR_ENV):
         app.add_middleware(WorkerRouter)
     app.state.openenv_server = server
+    log_redaction.install()
     return app
 
 
