@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import ctypes
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -20,15 +21,18 @@ T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1
 _keeper: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_keeper_pid = 0
 _lock = threading.Lock()
 
 
 def spawn(make: Callable[[], T]) -> T:
     """Run `make` (which starts a process, e.g. `subprocess.Popen`) on the keeper thread."""
-    global _keeper
+    global _keeper, _keeper_pid
     with _lock:
-        if _keeper is None:
+        # A forked copy of the trainer has the executor but not its thread: make its own.
+        if _keeper is None or _keeper_pid != os.getpid():
             _keeper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="openenv-spawn")
+            _keeper_pid = os.getpid()
     return _keeper.submit(make).result()
 
 

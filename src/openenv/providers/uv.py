@@ -40,6 +40,7 @@ from .base import (
     ProviderUnavailableError,
     Resource,
     StartedEnv,
+    run_blocking,
 )
 from .ownership import LocalRecord, Owner, process_start_time
 from .records import LocalRecordResources, delete_paths, load_record, remove_record
@@ -443,7 +444,7 @@ class UVProvider(LocalRecordResources, Provider):
             created_at=time.time(),
             target=spec.target,
         )
-        launch = asyncio.ensure_future(asyncio.to_thread(self._launch, spec, record))
+        launch = asyncio.ensure_future(run_blocking(self._launch, spec, record))
         try:
             return await asyncio.shield(launch)
         except asyncio.CancelledError:
@@ -600,10 +601,10 @@ class UVProvider(LocalRecordResources, Provider):
         record = self._records.pop(env.id, None) or load_record(env.id)
         proc = self._procs.pop(env.id, None)
         if record is not None:
-            await asyncio.to_thread(self._remove, record, self.stop_grace_s)
+            await run_blocking(self._remove, record, self.stop_grace_s)
         if proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                await asyncio.to_thread(proc.wait, 5.0)
+                await run_blocking(proc.wait, 5.0)
 
     async def _alive(self, env: StartedEnv) -> bool:
         proc = self._procs.get(env.id)
