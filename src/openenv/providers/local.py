@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Optional
 
@@ -32,18 +33,11 @@ from .base import (
     EnvironmentStartError,
     Provider,
     ProviderError,
-    Resource,
     StartedEnv,
     run_blocking,
 )
-from .ownership import (
-    LocalRecord,
-    Owner,
-    kill_process_tree,
-    local_records,
-    process_alive,
-    process_start_time,
-)
+from .ownership import LocalRecord, Owner, process_alive, process_start_time
+from .records import LocalRecordResources, remove_record
 from .spec import AppTarget, EnvSpec, SpecError, resolve_app
 
 
@@ -182,31 +176,8 @@ atexit.register(_close_fork_servers)
 os.register_at_fork(after_in_child=_forget_fork_servers_in_child)
 
 
-class ProcessProvider(Provider):
+class ProcessProvider(LocalRecordResources, Provider):
     """Environments as processes recorded under the state folder (shared with the sandbox)."""
-
-    @classmethod
-    def resources(cls) -> list[Resource]:
-        return [
-            Resource(
-                id=record.id,
-                provider=record.provider,
-                target=record.target,
-                owner=record.owner,
-                owner_alive=record.owner.is_alive(),
-                running=record.running(),
-                created_at=record.created_at,
-                address=record.unix_socket or record.base_url,
-            )
-            for record in local_records()
-            if record.provider == cls.name
-        ]
-
-    @classmethod
-    def remove_resource(cls, resource: Resource) -> None:
-        for record in local_records():
-            if record.id == resource.id:
-                remove_record(record)
 
     async def _alive(self, env: StartedEnv) -> bool:
         return process_alive(env.info["pid"], env.info.get("pid_start"))
@@ -218,15 +189,7 @@ class ProcessProvider(Provider):
     async def _stop(self, env: StartedEnv) -> None:
         record = env.info.get("record")
         if isinstance(record, LocalRecord):
-            await run_blocking(remove_record, record, 1.0)
-
-
-def remove_record(record: LocalRecord, grace_s: float = 0.0) -> None:
-    """Kill a recorded process tree, delete its files and its record."""
-    kill_process_tree(record.pid, record.pid_start, record.cgroup, grace_s=grace_s)
-    for path in record.cleanup_paths or ():
-        shutil.rmtree(path, ignore_errors=True)
-    record.forget()
+            await run_blocking(partial(remove_record, record, grace_s=1.0))
 
 
 class LocalProcessProvider(ProcessProvider):
