@@ -28,6 +28,7 @@ from .errors import (
     error_from_data,
 )
 from .protocol import (
+    RESUME_TOKEN_HEADER,
     SUBPROTOCOL,
     Reply,
     RequestKind,
@@ -175,7 +176,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             "ping_timeout": self.ping_timeout_s,
             # A dead link gives no closing handshake: don't wait long for one.
             "close_timeout": self.close_timeout_s,
-            "additional_headers": self.headers or None,
+            "additional_headers": self._handshake_headers(session_id) or None,
             "compression": None,
         }
         try:
@@ -188,6 +189,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 f"Failed to connect to {where}: {exc or type(exc).__name__}. Is the "
                 "environment server running at this address (try GET /health)?"
             ) from exc
+
+    def _handshake_headers(self, session_id: str | None) -> dict[str, str]:
+        headers = dict(self.headers)
+        token = self._session_info.get("resume_token")
+        if session_id and token and session_id == self._session_info.get("session_id"):
+            headers[RESUME_TOKEN_HEADER] = str(token)
+        return headers
 
     async def connect(self) -> EnvClient[ActT, ObsT, StateT]:
         """Open the connection (idempotent); a session is created or attached on the server."""

@@ -105,6 +105,9 @@ SESSION_HEADER = "X-OpenEnv-Session-Id"
 SESSION_QUERY = "session_id"
 #: The Streamable HTTP MCP transport's session header.
 MCP_SESSION_HEADER = "Mcp-Session-Id"
+#: Proves a reconnecting client is the one a WebSocket session was announced to: the id alone
+#: names a session, the token (sent only to its connection) lets one resume it.
+RESUME_TOKEN_HEADER = "X-OpenEnv-Resume-Token"
 NEW_SESSION = "new"
 #: Headers a session id may travel in, lower-cased as ASGI scopes carry them.
 _SESSION_HEADERS_RAW = (SESSION_HEADER.lower().encode(), MCP_SESSION_HEADER.lower().encode())
