@@ -105,6 +105,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         max_reconnect_attempts: int = 5,
         reconnect_backoff_s: float = 0.2,
         unix_socket: str | None = None,
+        api_key: str | None = None,
     ) -> None:
         if base_url is None:
             raise ValueError("base_url is required (e.g. 'http://localhost:8000')")
@@ -115,6 +116,10 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.message_timeout_s = message_timeout_s
         self.max_message_size = int(max_message_size_mb * 1024 * 1024)
         self.headers = dict(headers or {})
+        # A server started with OPENENV_API_KEY wants it on every request and handshake.
+        key = api_key or os.environ.get("OPENENV_API_KEY")
+        if key and not any(name.lower() == "authorization" for name in self.headers):
+            self.headers["Authorization"] = f"Bearer {key}"
         self.ping_interval_s = ping_interval_s
         self.ping_timeout_s = ping_timeout_s
         self.close_timeout_s = close_timeout_s

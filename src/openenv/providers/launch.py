@@ -34,6 +34,7 @@ CLIENT_FIELDS = frozenset(
         "resume",
         "max_reconnect_attempts",
         "reconnect_backoff_s",
+        "api_key",
     }
 )
 

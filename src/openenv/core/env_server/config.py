@@ -41,6 +41,13 @@ class ServerConfig:
     replay_window: int = 32
     #: Most sync environment calls running at once (threads start only when needed).
     max_threads: int = 256
+    #: Bearer token required on every route but /health and on WebSocket handshakes.
+    #: Env: OPENENV_API_KEY. None: no authentication (bind to loopback, the default).
+    api_key: str | None = None
+    #: Browser origins allowed to open WebSockets (`*`: any). Env: OPENENV_ALLOWED_ORIGINS.
+    allowed_origins: tuple[str, ...] = ()
+    #: Serve the interactive API pages (/docs, /redoc). Env: OPENENV_DOCS=0 turns them off.
+    docs: bool = True
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerConfig:
@@ -59,6 +66,14 @@ class ServerConfig:
             value = _env_number(var, kind)
             if value is not None:
                 values[name] = value
+        from .security import allowed_origins_from_env, api_key_from_env
+
+        if api_key_from_env():
+            values["api_key"] = api_key_from_env()
+        if allowed_origins_from_env():
+            values["allowed_origins"] = tuple(allowed_origins_from_env())
+        if os.environ.get("OPENENV_DOCS", "").strip().lower() in ("0", "false", "no", "off"):
+            values["docs"] = False
         known = {f.name for f in fields(cls)}
         for name, value in overrides.items():
             if name not in known:

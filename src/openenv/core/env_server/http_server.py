@@ -32,6 +32,7 @@ from .asgi import BodyTooLarge, read_body, replay
 from .config import ServerConfig
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
+from .security import AccessGuard
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import Session, SessionManager
 from .types import (
@@ -387,11 +388,19 @@ def create_fastapi_app(
         version=PROTOCOL_VERSION,
         description=f"Environment {env_name or server.manager.factory_name} served by openenv.",
         lifespan=server.lifespan,
+        docs_url="/docs" if server.config.docs else None,
+        redoc_url="/redoc" if server.config.docs else None,
     )
     server.register_routes(app, _server_mode(mode))
     app.add_middleware(BodySizeLimit, limit=server.config.max_message_bytes)
     if os.environ.get(WORKER_DIR_ENV):
         app.add_middleware(WorkerRouter)
+    # Outermost: nothing runs for a request that lacks credentials or comes from a foreign page.
+    app.add_middleware(
+        AccessGuard,
+        api_key=server.config.api_key,
+        allowed_origins=server.config.allowed_origins,
+    )
     app.state.openenv_server = server
     log_redaction.install()
     return app
