@@ -75,24 +75,36 @@ def tail(path: Path, lines: int = 40) -> str:
 class ForkServer:
     """The trainer's handle on one zygote process: JSON lines over its stdin/stdout."""
 
-    def __init__(self, python: str, root: Optional[Path], extra_env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        python: str,
+        root: Optional[Path],
+        extra_env: dict[str, str],
+        *,
+        wrap: Optional[list[str]] = None,
+        pass_fds: tuple[int, ...] = (),
+        clear_env: bool = False,
+    ) -> None:
+        """`wrap` is a command prefix the zygote runs under (the sandbox's bwrap, with
+        `pass_fds` open for it); `clear_env` starts it from `extra_env` alone."""
         self.python = python
         self.root = root
         self.log = runtime_dir() / f"zygote-{os.getpid()}-{secrets.token_hex(3)}.log"
-        env = {**os.environ, **extra_env}
+        env = dict(extra_env) if clear_env else {**os.environ, **extra_env}
         if root is not None:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(root), env.get("PYTHONPATH", "")) if p
             )
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [python, "-m", "openenv.providers.zygote"],
+                [*(wrap or ()), python, "-m", "openenv.providers.zygote"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 cwd=str(root) if root else None,
                 env=env,
                 start_new_session=True,
+                pass_fds=pass_fds,
             )
         self._lock = threading.Lock()
         hello = self._read()
@@ -256,7 +268,7 @@ class LocalProcessProvider(ProcessProvider):
         """Import the environment in the fork server now, so the first start is fast too."""
         spec = EnvSpec.of(spec)
         target = resolve_app(spec.target)
-        server = await asyncio.to_thread(fork_server, self.python, target.root)
+        server = await asyncio.to_thread(self._fork_server, spec, target)
         reply = await asyncio.to_thread(server.request, {"op": "preload", "app": target.app})
         if not reply.get("ok"):
             raise EnvironmentStartError(f"cannot import {target.app}", tail(server.log))
@@ -267,6 +279,14 @@ class LocalProcessProvider(ProcessProvider):
                 "the local provider cannot take the network away from an environment; use "
                 "provider='sandbox' (bubblewrap) or 'docker' for network='none'"
             )
+
+    def _fork_server(self, spec: EnvSpec, target: AppTarget) -> ForkServer:
+        """The zygote that forks this spec's environment (blocking: call it in a thread)."""
+        return fork_server(self.python, target.root)
+
+    def _host_pid(self, server: ForkServer, pid: int) -> int:
+        """The trainer's pid for a child the zygote reports (the same unless it is namespaced)."""
+        return pid
 
     def _isolation(self, spec: EnvSpec, folder: Path) -> Optional[dict[str, Any]]:
         """Extra confinement the child enters before it serves (none for plain processes)."""
@@ -284,7 +304,7 @@ class LocalProcessProvider(ProcessProvider):
         owner = Owner.current()
         request = self._spawn_request(spec, target, folder, socket_path, groups)
         try:
-            server = await asyncio.to_thread(fork_server, self.python, target.root)
+            server = await asyncio.to_thread(self._fork_server, spec, target)
             reply = await asyncio.to_thread(server.request, request)
         except BaseException:
             for group in groups or ():
@@ -297,7 +317,13 @@ class LocalProcessProvider(ProcessProvider):
                 cgroups.kill_and_remove(group)
             shutil.rmtree(folder, ignore_errors=True)
             raise EnvironmentStartError(f"{self.name}: {reply.get('error')}", log)
-        pid = int(reply["pid"])
+        try:
+            pid = self._host_pid(server, int(reply["pid"]))
+        except BaseException:
+            for group in groups or ():
+                cgroups.kill_and_remove(group)
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         base_url = (
             "http://localhost" if socket_path else f"http://{self._url_host()}:{reply['port']}"
         )

@@ -1,0 +1,463 @@
+"""The sandbox provider: environments confined with bubblewrap and Linux namespaces, no Docker.
+
+Two layers. The fork server runs inside one bubblewrap sandbox per interpreter, environment
+folder and network policy: a new user, PID, IPC, UTS (and, for policy "none", network)
+namespace; a root filesystem that is an empty tmpfs with the system folders, the interpreter,
+its packages and the environment folder bound read-only; no environment variables of the
+trainer beyond a short allow-list. Then every environment it forks enters namespaces of its own
+(`isolation.py`): its own PID, mount, IPC, network and user namespace, a private /tmp and
+workspace, the folders it shares with other environments hidden, the sandbox user (nobody when
+the trainer is root) and no capabilities. Its cgroup (memory, processes, CPU) is joined before
+any of that, so every process it starts is counted and killed with it.
+
+Importing an environment takes seconds, forking a warm fork server milliseconds: this is what
+keeps a sandboxed start within a few hundred milliseconds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import json
+import os
+import secrets
+import select
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+from . import cgroups
+from .base import EnvironmentStartError, ProviderUnavailableError, StartedEnv
+from .local import ForkServer, LocalProcessProvider, runtime_dir
+from .ownership import LocalRecord, Owner, process_start_time
+from .spec import AppTarget, EnvSpec
+
+#: The user environments run as when the trainer is root (never root itself).
+SANDBOX_UID = 65534
+SANDBOX_GID = 65534
+#: The writable folder of each environment (a private tmpfs, like /tmp).
+WORKSPACE = "/workspace"
+
+INSTALL_HINT = "install bubblewrap (`apt-get install bubblewrap`)"
+
+#: /etc entries programs need to run (users, name resolution, TLS roots, time zone, linker).
+_ETC = (
+    "passwd",
+    "group",
+    "hosts",
+    "host.conf",
+    "nsswitch.conf",
+    "resolv.conf",
+    "gai.conf",
+    "protocols",
+    "services",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "alternatives",
+    "mime.types",
+    "os-release",
+)
+#: Environment variables a sandboxed fork server gets from the trainer (besides OPENENV_*).
+_ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHASHSEED", "PYTHONWARNINGS")
+
+
+@functools.cache
+def _probe() -> Optional[str]:
+    """None when bubblewrap can create the namespaces we need here; else why not (one line)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return f"sandbox: bubblewrap (bwrap) is not installed; {INSTALL_HINT}"
+    try:
+        result = subprocess.run(
+            [
+                bwrap,
+                "--unshare-user",
+                "--unshare-pid",
+                "--unshare-net",
+                "--unshare-ipc",
+                "--cap-add",
+                "ALL",
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"sandbox: bwrap did not run ({exc}); {INSTALL_HINT}"
+    if result.returncode != 0:
+        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return (
+            f"sandbox: bwrap cannot create namespaces here ({reason}); {INSTALL_HINT} and allow "
+            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)"
+        )
+    return None
+
+
+def _python_paths(python: str) -> list[str]:
+    """Folders the interpreter imports from (prefixes and sys.path), to bind read-only."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        paths = [sys.prefix, sys.base_prefix, *sys.path]
+    else:
+        paths = json.loads(
+            subprocess.run(
+                [
+                    python,
+                    "-c",
+                    "import sys,json;print(json.dumps([sys.prefix,sys.base_prefix,*sys.path]))",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+    paths.append(os.path.dirname(os.path.abspath(python)))
+    paths.append(os.path.dirname(os.path.realpath(python)))
+    return [p for p in paths if p]
+
+
+def _minimal(paths: list[str]) -> list[str]:
+    """Existing paths (and their real paths), without those inside another one or in /usr."""
+    found: set[str] = set()
+    for path in paths:
+        for candidate in (os.path.abspath(path), os.path.realpath(path)):
+            if os.path.exists(candidate):
+                found.add(candidate)
+    kept: list[str] = []
+    for path in sorted(found, key=len):
+        inside = ("/usr", *kept)
+        if path == "/" or any(path == k or path.startswith(k.rstrip("/") + "/") for k in inside):
+            continue
+        kept.append(path)
+    return sorted(kept)
+
+
+def _cgroup_parents() -> list[str]:
+    """The cgroup folders environments' cgroups are made in (bound into the sandbox)."""
+    kind = cgroups.mode()
+    parents: list[Path] = []
+    if kind == "v2":
+        base = cgroups._v2_base()
+        if base is not None:
+            parents.append(base)
+    elif kind == "v1":
+        for controller in ("memory", "pids", "cpu"):
+            folder = cgroups.ROOT / controller
+            if os.access(folder, os.W_OK):
+                parents.append(folder / cgroups.GROUP)
+    result = []
+    for parent in parents:
+        with contextlib.suppress(OSError):
+            parent.mkdir(exist_ok=True)
+            result.append(str(parent))
+    return result
+
+
+def _root_userns() -> int:
+    """For a root trainer: a user namespace mapping root and the sandbox user only, as an fd.
+
+    bubblewrap alone would map the sandbox's root to the host's root; with this namespace the
+    fork server is root inside (to set up each environment) and environments switch to an
+    unprivileged host user."""
+    own = os.readlink("/proc/self/ns/user")
+    helper = subprocess.Popen(
+        ["unshare", "--user", "--", "cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 5.0
+        while os.readlink(f"/proc/{helper.pid}/ns/user") == own:
+            if helper.poll() is not None or time.monotonic() > deadline:
+                raise ProviderUnavailableError(
+                    "sandbox: `unshare --user` failed; install util-linux and allow user namespaces"
+                )
+            time.sleep(0.0005)
+        mapping = f"0 0 1\n{SANDBOX_UID} {SANDBOX_UID} 1\n"
+        Path(f"/proc/{helper.pid}/uid_map").write_text(mapping)
+        Path(f"/proc/{helper.pid}/gid_map").write_text(f"0 0 1\n{SANDBOX_GID} {SANDBOX_GID} 1\n")
+        return os.open(f"/proc/{helper.pid}/ns/user", os.O_RDONLY)
+    finally:
+        if helper.stdin:
+            helper.stdin.close()
+        helper.wait()
+
+
+def _read_info(fd: int, timeout: float = 10.0) -> dict[str, Any]:
+    """bubblewrap's --info-fd report: {"child-pid": host pid of the sandbox's first process}."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    decoder = json.JSONDecoder()
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ValueError):
+            info, _ = decoder.raw_decode(data.decode())
+            if isinstance(info, dict):
+                return info
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    raise EnvironmentStartError("sandbox: bubblewrap did not report its sandbox's pid")
+
+
+class SandboxForkServer(ForkServer):
+    """A fork server inside a bubblewrap sandbox, recorded so a dead trainer's is collected."""
+
+    def __init__(
+        self,
+        python: str,
+        root: Optional[Path],
+        network: str,
+        *,
+        extra_ro: tuple[str, ...] = (),
+        use_cgroups: bool = True,
+    ) -> None:
+        self.network = network
+        as_root = os.geteuid() == 0
+        ns_fd = _root_userns() if as_root else None
+        info_r, info_w = os.pipe()
+        cwd = str(root) if root else os.getcwd()
+        argv = ["bwrap"]
+        argv += ["--userns", str(ns_fd)] if ns_fd is not None else ["--unshare-user"]
+        argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts"]
+        if network == "none":
+            argv.append("--unshare-net")
+        # Capabilities stay in the sandbox's own user namespace: the fork server needs them to
+        # give each environment its namespaces; each environment drops all of them.
+        argv += ["--new-session", "--cap-add", "ALL", "--hostname", "openenv"]
+        argv += ["--info-fd", str(info_w)]
+        made: set[str] = {"/"}
+
+        def bind(option: str, path: str) -> None:
+            # bubblewrap makes missing parent folders private (0700): make them readable.
+            parent = os.path.dirname(path)
+            missing = []
+            while parent not in made:
+                missing.append(parent)
+                parent = os.path.dirname(parent)
+            for folder in reversed(missing):
+                argv.extend(["--perms", "0755", "--dir", folder])
+                made.add(folder)
+            argv.extend([option, path, path])
+            made.add(path)
+
+        bind("--ro-bind", "/usr")
+        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(top):
+                argv += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                bind("--ro-bind", top)
+        for name in _ETC:
+            bind("--ro-bind-try", f"/etc/{name}")
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", WORKSPACE]
+        made.update(("/proc", "/dev", "/tmp", WORKSPACE))
+        for path in _minimal([*_python_paths(python), cwd, *extra_ro]):
+            bind("--ro-bind", path)
+        shared = str(runtime_dir())
+        bind("--bind", shared)
+        self.cgroup_parents = _cgroup_parents() if use_cgroups else []
+        for folder in self.cgroup_parents:
+            bind("--bind", folder)
+        argv += ["--remount-ro", "/", "--chdir", cwd, "--"]
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": WORKSPACE,
+            "TMPDIR": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.update({k: v for k, v in os.environ.items() if k in _ENV_ALLOW})
+        env.update({k: v for k, v in os.environ.items() if k.startswith("OPENENV_")})
+        fds = (info_w,) if ns_fd is None else (info_w, ns_fd)
+        try:
+            super().__init__(python, root, env, wrap=argv, pass_fds=fds, clear_env=True)
+            os.close(info_w)
+            info_w = -1
+            self.sandbox_pid = int(_read_info(info_r)["child-pid"])
+        except BaseException:
+            if info_w >= 0:
+                os.close(info_w)
+            if hasattr(self, "process"):
+                super().close(timeout=1.0)
+            raise
+        finally:
+            os.close(info_r)
+            if ns_fd is not None:
+                os.close(ns_fd)
+        self._zygote_pid: Optional[int] = None
+        self.record = LocalRecord(
+            id=f"sandbox-forkserver-{secrets.token_hex(4)}",
+            provider=SandboxProvider.name,
+            owner=Owner.current(),
+            pid=self.sandbox_pid,
+            pid_start=process_start_time(self.sandbox_pid),
+            created_at=time.time(),
+            target=f"fork server ({network}) for {cwd}",
+        )
+        self.record.save()
+
+    def zygote_pid(self) -> int:
+        """Host pid of the fork server process (the sandbox's first process's only child)."""
+        if self._zygote_pid is None:
+            children = _children(self.sandbox_pid)
+            if len(children) != 1:
+                raise EnvironmentStartError("sandbox: cannot find the fork server in its sandbox")
+            self._zygote_pid = children[0]
+        return self._zygote_pid
+
+    def host_pid(self, pid: int) -> int:
+        """The host pid of the fork server's child `pid` (a pid in the sandbox's namespace)."""
+        for child in _children(self.zygote_pid()):
+            if _ns_pids(child)[-1:] == [pid]:
+                return child
+        raise EnvironmentStartError(f"sandbox: environment process {pid} is gone")
+
+    def close(self, timeout: float = 5.0) -> None:
+        super().close(timeout)
+        # Closing stdin ended the fork server; bubblewrap's init ends the rest of the sandbox.
+        from .ownership import kill_process_tree
+
+        kill_process_tree(self.record.pid, self.record.pid_start)
+        self.record.forget()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _ns_pids(pid: int) -> list[int]:
+    """A process's pid in each PID namespace from the reader's down (NSpid)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return [int(p) for p in line.split()[1:]]
+    return []
+
+
+_servers: dict[tuple[str, Optional[str], str, tuple[str, ...], bool], SandboxForkServer] = {}
+_servers_lock = threading.Lock()
+
+
+def sandbox_fork_server(
+    python: str, root: Optional[Path], network: str, extra_ro: tuple[str, ...], use_cgroups: bool
+) -> SandboxForkServer:
+    key = (python, str(root) if root else None, network, extra_ro, use_cgroups)
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is None or not server.alive():
+            if server is not None:
+                server.close(timeout=1.0)
+            server = SandboxForkServer(
+                python, root, network, extra_ro=extra_ro, use_cgroups=use_cgroups
+            )
+            _servers[key] = server
+        return server
+
+
+def close_fork_servers() -> None:
+    """Stop every sandbox (and the environments in it) this process started."""
+    with _servers_lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for server in servers:
+        server.close()
+
+
+def _forget_in_child() -> None:
+    for server in _servers.values():
+        for stream in (server.process.stdin, server.process.stdout):
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    os.close(stream.fileno())
+    _servers.clear()
+
+
+atexit.register(close_fork_servers)
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+class SandboxProvider(LocalProcessProvider):
+    """Environments in bubblewrap sandboxes, each in namespaces of its own, forked warm.
+
+    Network policy "none" (the default): the environment has loopback only and the trainer
+    reaches it over a Unix socket. "egress": it shares the host's network and serves on a
+    loopback port. `ro_binds` adds host folders the environment may read (data, models).
+    """
+
+    name: ClassVar[str] = "sandbox"
+    default_network: ClassVar[str] = "none"
+
+    def __init__(
+        self,
+        *,
+        python: Optional[str] = None,
+        use_cgroups: bool = True,
+        ro_binds: tuple[str, ...] | list[str] = (),
+        tmp_size: str = "256m",
+    ) -> None:
+        # Policy "none" serves on a Unix socket, "egress" on a loopback port.
+        super().__init__(python=python, transport="tcp", use_cgroups=use_cgroups)
+        self.ro_binds = tuple(os.path.abspath(p) for p in ro_binds)
+        self.tmp_size = tmp_size
+
+    @classmethod
+    def check_available(cls) -> None:
+        reason = _probe()
+        if reason is not None:
+            raise ProviderUnavailableError(reason)
+
+    def _check_spec(self, spec: EnvSpec) -> None:
+        return None
+
+    async def _start(self, spec: EnvSpec) -> StartedEnv:
+        network = spec.network or self.default_network
+        env = await super()._start(spec.model_copy(update={"network": network}))
+        env.info["isolation"] = f"bubblewrap + namespaces, network {network}"
+        return env
+
+    def _fork_server(self, spec: EnvSpec, target: AppTarget) -> ForkServer:
+        return sandbox_fork_server(
+            self.python,
+            target.root,
+            spec.network or self.default_network,
+            self.ro_binds,
+            self.use_cgroups,
+        )
+
+    def _host_pid(self, server: ForkServer, pid: int) -> int:
+        assert isinstance(server, SandboxForkServer)
+        return server.host_pid(pid)
+
+    def _isolation(self, spec: EnvSpec, folder: Path) -> Optional[dict[str, Any]]:
+        as_root = os.geteuid() == 0
+        return {
+            "network": spec.network or self.default_network,
+            # Every socket and log lives in the runtime folder; cgroups live under /sys.
+            "hide": [str(runtime_dir()), "/sys"],
+            "uid": SANDBOX_UID if as_root else None,
+            "gid": SANDBOX_GID if as_root else None,
+            "workspace": WORKSPACE,
+            "tmp_size": self.tmp_size,
+        }
