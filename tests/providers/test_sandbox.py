@@ -345,3 +345,26 @@ def test_concurrent_starts(provider: SandboxProvider) -> None:
     finally:
         for env in envs:
             run_coroutine_sync(provider.stop(env))
+
+
+def test_environment_code_holds_no_pipe_to_the_trainer(
+    provider: SandboxProvider, confined: StartedEnv
+) -> None:
+    """The fork server answers the trainer on a pipe; a forked environment must not keep it
+    (it could forge the fork server's replies)."""
+    servers = list(sandbox_module._servers.values())
+    assert servers
+    pipes = set()
+    for server in servers:
+        for stream in (server.process.stdin, server.process.stdout):
+            assert stream is not None
+            pipes.add(os.readlink(f"/proc/self/fd/{stream.fileno()}"))
+    record = confined.info["record"]
+    members = [record.pid]
+    for group in record.cgroup or ():
+        members += [int(p) for p in Path(group, "cgroup.procs").read_text().split()]
+    assert len(set(members)) >= 3  # the group leader, the namespace's init, the server
+    for pid in set(members):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                assert os.readlink(f"/proc/{pid}/fd/{fd}") not in pipes, (pid, fd)

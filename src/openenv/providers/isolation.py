@@ -131,9 +131,14 @@ def _write(path: str, text: str) -> None:
         handle.write(text)
 
 
-def _close_inherited() -> None:
-    """Close every descriptor but stdio (the server's socket, the fork server's pipes)."""
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+def _close_inherited(keep: tuple[int, ...] = ()) -> None:
+    """Close every descriptor but stdio and `keep`: the fork server's pipe to the trainer
+    must not reach environment code."""
+    low = 3
+    for fd in sorted(set(keep)):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def _wait_for(pid: int) -> int:
@@ -149,8 +154,12 @@ def _wait_for(pid: int) -> int:
             return os.waitstatus_to_exitcode(status) if status else 0
 
 
-def enter(config: dict[str, Any], bind: Callable[[], socket.socket]) -> socket.socket:
+def enter(
+    config: dict[str, Any], bind: Callable[[], socket.socket], keep_fds: tuple[int, ...] = ()
+) -> socket.socket:
     """Confine the calling fork-server child; returns the server socket `bind` made.
+
+    Every inherited descriptor but stdio, the socket and `keep_fds` is closed.
 
     Only the environment's server process returns; the two processes above it stay in here
     until the server exits, then exit with its code.
@@ -187,6 +196,7 @@ def enter(config: dict[str, Any], bind: Callable[[], socket.socket]) -> socket.s
     if init:  # the fork server's child: it leads the group; it lives as long as the namespace
         sock.close()
         _close_inherited()
+        drop_capabilities()
         os._exit(_wait_for(init))
 
     # PID 1 of the new namespace.
@@ -196,6 +206,7 @@ def enter(config: dict[str, Any], bind: Callable[[], socket.socket]) -> socket.s
     if server:
         sock.close()
         _close_inherited()
+        drop_capabilities()
         os._exit(_wait_for(server))
 
     # The environment's server: the sandbox user, a user namespace of its own, no capabilities.
@@ -212,6 +223,7 @@ def enter(config: dict[str, Any], bind: Callable[[], socket.socket]) -> socket.s
     _write("/proc/self/uid_map", f"{real_uid} {real_uid} 1\n")
     _write("/proc/self/gid_map", f"{real_gid} {real_gid} 1\n")
     drop_capabilities()
+    _close_inherited((sock.fileno(), *keep_fds))
     if workspace:
         os.environ["HOME"] = workspace
     os.environ["TMPDIR"] = "/tmp"

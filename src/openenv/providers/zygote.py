@@ -323,7 +323,7 @@ def _child(request: dict[str, Any], ready_fd: int) -> None:
         # folders shared with other environments.
         from openenv.providers import isolation
 
-        sock = isolation.enter(isolate, lambda: _bind(request))
+        sock = isolation.enter(isolate, lambda: _bind(request), keep_fds=(ready_fd,))
     else:
         sock = _bind(request)
     port = sock.getsockname()[1] if sock.family != socket.AF_UNIX else None
