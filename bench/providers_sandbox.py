@@ -126,7 +126,7 @@ async def measure(name: str, starts: int, idle: int) -> dict[str, float]:
     return {
         "cold_s": cold,
         "p50_ms": statistics.median(ordered) * 1000,
-        "p95_ms": ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))] * 1000,
+        "p95_ms": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000,
         "cpu_s": statistics.mean(cpus),
         "pss_mb": statistics.mean(m[0] for m in memory),
         "private_mb": statistics.mean(m[1] for m in memory),
