@@ -123,6 +123,10 @@ def test_host_secrets_are_not_readable(confined: StartedEnv, tmp_path: Path) -> 
     assert "top secret" not in run(confined, f"cat {secret}")["output"]
     if Path("/etc/shadow").exists():
         assert run(confined, "cat /etc/shadow")["exit_code"] != 0
+    # The trainer's working folder is not bound (only the environment's folder and packages).
+    trainer_file = Path.cwd() / "pyproject.toml"
+    if trainer_file.exists() and not str(trainer_file).startswith(PROBE):
+        assert run(confined, f"cat {trainer_file}")["exit_code"] != 0
     home = Path.home()
     visible = run(confined, f"ls -A {home}")["output"].split()
     # Only what the sandbox binds from the home folder (the interpreter, say) is there.

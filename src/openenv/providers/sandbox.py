@@ -25,7 +25,6 @@ import secrets
 import select
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -69,7 +68,15 @@ _ETC = (
     "os-release",
 )
 #: Environment variables a sandboxed fork server gets from the trainer (besides OPENENV_*).
-_ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHASHSEED", "PYTHONWARNINGS")
+_ENV_ALLOW = (
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "PYTHONPATH",
+    "PYTHONHASHSEED",
+    "PYTHONWARNINGS",
+)
 
 
 @functools.cache
@@ -112,26 +119,20 @@ def _probe() -> Optional[str]:
     return None
 
 
-def _python_paths(python: str) -> list[str]:
-    """Folders the interpreter imports from (prefixes and sys.path), to bind read-only."""
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        paths = [sys.prefix, sys.base_prefix, *sys.path]
-    else:
-        paths = json.loads(
-            subprocess.run(
-                [
-                    python,
-                    "-c",
-                    "import sys,json;print(json.dumps([sys.prefix,sys.base_prefix,*sys.path]))",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )
+@functools.cache
+def _python_paths(python: str, pythonpath: str) -> tuple[str, ...]:
+    """Folders the fork server imports from: the interpreter's prefixes and its default
+    sys.path (site-packages, editable installs, PYTHONPATH), to bind read-only. Asked of the
+    interpreter itself, so the trainer's script folder or working folder is not among them."""
+    code = "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, *sys.path[1:]]))"
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": pythonpath}
+    result = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, env=env, cwd="/", check=True
+    )
+    paths = [p for p in json.loads(result.stdout) if p]
     paths.append(os.path.dirname(os.path.abspath(python)))
     paths.append(os.path.dirname(os.path.realpath(python)))
-    return [p for p in paths if p]
+    return tuple(paths)
 
 
 def _minimal(paths: list[str]) -> list[str]:
@@ -234,7 +235,8 @@ class SandboxForkServer(ForkServer):
         as_root = os.geteuid() == 0
         ns_fd = _root_userns() if as_root else None
         info_r, info_w = os.pipe()
-        cwd = str(root) if root else os.getcwd()
+        # The environment's folder is bound; the trainer's working folder is not.
+        cwd = str(root) if root else WORKSPACE
         argv = ["bwrap"]
         argv += ["--userns", str(ns_fd)] if ns_fd is not None else ["--unshare-user"]
         argv += ["--unshare-ipc", "--unshare-pid", "--unshare-uts"]
@@ -269,7 +271,11 @@ class SandboxForkServer(ForkServer):
             bind("--ro-bind-try", f"/etc/{name}")
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", WORKSPACE]
         made.update(("/proc", "/dev", "/tmp", WORKSPACE))
-        for path in _minimal([*_python_paths(python), cwd, *extra_ro]):
+        pythonpath = os.environ.get("PYTHONPATH", "")
+        sources = [*_python_paths(python, pythonpath), *extra_ro]
+        if root is not None:
+            sources.append(str(root))
+        for path in _minimal(sources):
             bind("--ro-bind", path)
         shared = str(runtime_dir())
         bind("--bind", shared)
