@@ -314,6 +314,7 @@ def test_a_sigkilled_trainer_leaves_nothing_after_collect(
     while time.monotonic() < deadline and any(process_alive(p, None) for p in pids):
         time.sleep(0.05)
     assert not any(process_alive(p, None) for p in pids)
+    assert any(r.id.startswith("sandbox-forkserver-") for r in records)
     for record in records:
         for group in record.cgroup or ():
             assert not Path(group).exists()

@@ -84,12 +84,14 @@ class ForkServer:
         wrap: Optional[list[str]] = None,
         pass_fds: tuple[int, ...] = (),
         clear_env: bool = False,
+        log_dir: Optional[Path] = None,
     ) -> None:
         """`wrap` is a command prefix the zygote runs under (the sandbox's bwrap, with
-        `pass_fds` open for it); `clear_env` starts it from `extra_env` alone."""
+        `pass_fds` open for it); `clear_env` starts it from `extra_env` alone; its log goes
+        to `log_dir` (default: the runtime folder)."""
         self.python = python
         self.root = root
-        self.log = runtime_dir() / f"zygote-{os.getpid()}-{secrets.token_hex(3)}.log"
+        self.log = (log_dir or runtime_dir()) / f"zygote-{os.getpid()}-{secrets.token_hex(3)}.log"
         env = dict(extra_env) if clear_env else {**os.environ, **extra_env}
         if root is not None:
             env["PYTHONPATH"] = os.pathsep.join(
@@ -284,6 +286,10 @@ class LocalProcessProvider(ProcessProvider):
         """The zygote that forks this spec's environment (blocking: call it in a thread)."""
         return fork_server(self.python, target.root)
 
+    def _env_folder(self, spec: EnvSpec, target: AppTarget, env_id: str) -> Path:
+        """Where the environment's socket and log go (created by the caller)."""
+        return runtime_dir() / env_id
+
     def _host_pid(self, server: ForkServer, pid: int) -> int:
         """The trainer's pid for a child the zygote reports (the same unless it is namespaced)."""
         return pid
@@ -296,7 +302,7 @@ class LocalProcessProvider(ProcessProvider):
         self._check_spec(spec)
         target = resolve_app(spec.target)
         env_id = new_id(self.name, target.name)
-        folder = runtime_dir() / env_id
+        folder = self._env_folder(spec, target, env_id)
         folder.mkdir(mode=0o700)
         unix = self.transport == "unix" or spec.network == "none"
         socket_path = folder / "server.sock" if unix else None

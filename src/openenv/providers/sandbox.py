@@ -227,11 +227,15 @@ class SandboxForkServer(ForkServer):
         python: str,
         root: Optional[Path],
         network: str,
+        shared: Path,
         *,
         extra_ro: tuple[str, ...] = (),
         use_cgroups: bool = True,
     ) -> None:
+        """`shared` holds the sockets and logs of this sandbox's environments: the only
+        writable host folder the fork server sees (each environment hides it)."""
         self.network = network
+        self.shared = shared
         as_root = os.geteuid() == 0
         ns_fd = _root_userns() if as_root else None
         info_r, info_w = os.pipe()
@@ -277,8 +281,7 @@ class SandboxForkServer(ForkServer):
             sources.append(str(root))
         for path in _minimal(sources):
             bind("--ro-bind", path)
-        shared = str(runtime_dir())
-        bind("--bind", shared)
+        bind("--bind", str(shared))
         self.cgroup_parents = _cgroup_parents() if use_cgroups else []
         for folder in self.cgroup_parents:
             bind("--bind", folder)
@@ -295,7 +298,9 @@ class SandboxForkServer(ForkServer):
         env.update({k: v for k, v in os.environ.items() if k.startswith("OPENENV_")})
         fds = (info_w,) if ns_fd is None else (info_w, ns_fd)
         try:
-            super().__init__(python, root, env, wrap=argv, pass_fds=fds, clear_env=True)
+            super().__init__(
+                python, root, env, wrap=argv, pass_fds=fds, clear_env=True, log_dir=shared
+            )
             os.close(info_w)
             info_w = -1
             self.sandbox_pid = int(_read_info(info_r)["child-pid"])
@@ -317,6 +322,7 @@ class SandboxForkServer(ForkServer):
             pid=self.sandbox_pid,
             pid_start=process_start_time(self.sandbox_pid),
             created_at=time.time(),
+            cleanup_paths=[str(shared)],
             target=f"fork server ({network}) for {cwd}",
         )
         self.record.save()
@@ -362,21 +368,44 @@ def _ns_pids(pid: int) -> list[int]:
     return []
 
 
-_servers: dict[tuple[str, Optional[str], str, tuple[str, ...], bool], SandboxForkServer] = {}
+ServerKey = tuple[str, Optional[str], str, tuple[str, ...], bool]
+_servers: dict[ServerKey, SandboxForkServer] = {}
+_shared: dict[ServerKey, Path] = {}
 _servers_lock = threading.Lock()
 
 
-def sandbox_fork_server(
+def server_key(
     python: str, root: Optional[Path], network: str, extra_ro: tuple[str, ...], use_cgroups: bool
-) -> SandboxForkServer:
-    key = (python, str(root) if root else None, network, extra_ro, use_cgroups)
+) -> ServerKey:
+    return (python, str(root) if root else None, network, extra_ro, use_cgroups)
+
+
+def shared_folder(key: ServerKey) -> Path:
+    """The host folder for the sockets and logs of the sandbox `key` (made on first use)."""
+    with _servers_lock:
+        folder = _shared.get(key)
+        if folder is None:
+            folder = runtime_dir() / f"sandbox-{os.getpid()}-{secrets.token_hex(4)}"
+            folder.mkdir(mode=0o700)
+            _shared[key] = folder
+        return folder
+
+
+def sandbox_fork_server(key: ServerKey) -> SandboxForkServer:
+    python, root, network, extra_ro, use_cgroups = key
+    shared = shared_folder(key)
     with _servers_lock:
         server = _servers.get(key)
         if server is None or not server.alive():
             if server is not None:
                 server.close(timeout=1.0)
             server = SandboxForkServer(
-                python, root, network, extra_ro=extra_ro, use_cgroups=use_cgroups
+                python,
+                Path(root) if root else None,
+                network,
+                shared,
+                extra_ro=extra_ro,
+                use_cgroups=use_cgroups,
             )
             _servers[key] = server
         return server
@@ -386,9 +415,13 @@ def close_fork_servers() -> None:
     """Stop every sandbox (and the environments in it) this process started."""
     with _servers_lock:
         servers = list(_servers.values())
+        folders = list(_shared.values())
         _servers.clear()
+        _shared.clear()
     for server in servers:
         server.close()
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _forget_in_child() -> None:
@@ -398,6 +431,7 @@ def _forget_in_child() -> None:
                 if stream is not None:
                     os.close(stream.fileno())
     _servers.clear()
+    _shared.clear()
 
 
 atexit.register(close_fork_servers)
@@ -443,14 +477,15 @@ class SandboxProvider(LocalProcessProvider):
         env.info["isolation"] = f"bubblewrap + namespaces, network {network}"
         return env
 
+    def _key(self, spec: EnvSpec, target: AppTarget) -> ServerKey:
+        network = spec.network or self.default_network
+        return server_key(self.python, target.root, network, self.ro_binds, self.use_cgroups)
+
     def _fork_server(self, spec: EnvSpec, target: AppTarget) -> ForkServer:
-        return sandbox_fork_server(
-            self.python,
-            target.root,
-            spec.network or self.default_network,
-            self.ro_binds,
-            self.use_cgroups,
-        )
+        return sandbox_fork_server(self._key(spec, target))
+
+    def _env_folder(self, spec: EnvSpec, target: AppTarget, env_id: str) -> Path:
+        return shared_folder(self._key(spec, target)) / env_id
 
     def _host_pid(self, server: ForkServer, pid: int) -> int:
         assert isinstance(server, SandboxForkServer)
@@ -460,8 +495,8 @@ class SandboxProvider(LocalProcessProvider):
         as_root = os.geteuid() == 0
         return {
             "network": spec.network or self.default_network,
-            # Every socket and log lives in the runtime folder; cgroups live under /sys.
-            "hide": [str(runtime_dir()), "/sys"],
+            # The sockets and logs of the sandbox's environments; the cgroups under /sys.
+            "hide": [str(folder.parent), "/sys"],
             "uid": SANDBOX_UID if as_root else None,
             "gid": SANDBOX_GID if as_root else None,
             "workspace": WORKSPACE,
