@@ -43,6 +43,8 @@ MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 
@@ -185,7 +187,15 @@ def enter(
     uid, gid = config.get("uid"), config.get("gid")
     owner = f",uid={uid},gid={gid}" if uid is not None and gid is not None else ""
     tmp_size = config.get("tmp_size") or "256m"
+    # Read-only folders bound under /tmp (a virtual environment there) are bound again on the
+    # private /tmp, from descriptors opened before it covers them.
+    kept = [(path, os.open(path, os.O_PATH)) for path in config.get("keep_under_tmp") or ()]
     mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_size}")
+    for path, fd in kept:
+        os.makedirs(path, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, "", MS_BIND | MS_REC)
+        mount("none", path, "", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        os.close(fd)
     workspace = config.get("workspace")
     if workspace:
         mount(

@@ -34,7 +34,7 @@ from . import cgroups
 from .base import EnvironmentStartError, ProviderUnavailableError, StartedEnv
 from .local import ForkServer, LocalProcessProvider, runtime_dir
 from .ownership import LocalRecord, Owner, process_start_time
-from .spec import AppTarget, EnvSpec
+from .spec import AppTarget, EnvSpec, resolve_app
 
 #: The user environments run as when the trainer is root (never root itself).
 SANDBOX_UID = 65534
@@ -149,6 +149,14 @@ def _minimal(paths: list[str]) -> list[str]:
             continue
         kept.append(path)
     return sorted(kept)
+
+
+def bound_paths(python: str, root: Optional[Path], extra_ro: tuple[str, ...]) -> list[str]:
+    """What a sandbox binds read-only besides the system: imports, environment, extras."""
+    sources = [*_python_paths(python, os.environ.get("PYTHONPATH", "")), *extra_ro]
+    if root is not None:
+        sources.append(str(root))
+    return _minimal(sources)
 
 
 def _cgroup_parents() -> list[str]:
@@ -275,11 +283,7 @@ class SandboxForkServer(ForkServer):
             bind("--ro-bind-try", f"/etc/{name}")
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", WORKSPACE]
         made.update(("/proc", "/dev", "/tmp", WORKSPACE))
-        pythonpath = os.environ.get("PYTHONPATH", "")
-        sources = [*_python_paths(python, pythonpath), *extra_ro]
-        if root is not None:
-            sources.append(str(root))
-        for path in _minimal(sources):
+        for path in bound_paths(python, root, extra_ro):
             bind("--ro-bind", path)
         bind("--bind", str(shared))
         self.cgroup_parents = _cgroup_parents() if use_cgroups else []
@@ -438,6 +442,10 @@ atexit.register(close_fork_servers)
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
+def resolve_root(spec: EnvSpec) -> Optional[Path]:
+    return resolve_app(spec.target).root
+
+
 class SandboxProvider(LocalProcessProvider):
     """Environments in bubblewrap sandboxes, each in namespaces of its own, forked warm.
 
@@ -492,6 +500,7 @@ class SandboxProvider(LocalProcessProvider):
         return server.host_pid(pid)
 
     def _isolation(self, spec: EnvSpec, folder: Path) -> Optional[dict[str, Any]]:
+        # Called with the spec alone; its folder is resolved again (cheap, cached imports).
         as_root = os.geteuid() == 0
         return {
             "network": spec.network or self.default_network,
@@ -501,4 +510,10 @@ class SandboxProvider(LocalProcessProvider):
             "gid": SANDBOX_GID if as_root else None,
             "workspace": WORKSPACE,
             "tmp_size": self.tmp_size,
+            # A virtual environment under /tmp stays visible under the private /tmp.
+            "keep_under_tmp": [
+                path
+                for path in bound_paths(self.python, resolve_root(spec), self.ro_binds)
+                if path.startswith("/tmp/")
+            ],
         }
