@@ -382,3 +382,17 @@ def group_members(pgid: int) -> set[int]:
                 if os.getpgid(int(entry.name)) == pgid:
                     members.add(int(entry.name))
     return members
+
+
+def test_the_environment_is_in_its_cgroups(confined: StartedEnv) -> None:
+    record = confined.info["record"]
+    if not record.cgroup:
+        pytest.skip("no writable cgroup hierarchy here: limits are per-process rlimits")
+    run(confined, "sleep 31.4159", detach=True)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not processes_with("sleep 31.4159"):
+        time.sleep(0.05)
+    tree = group_members(record.pid) | set(processes_with("sleep 31.4159"))
+    for group in record.cgroup:
+        members = {int(p) for p in Path(group, "cgroup.procs").read_text().split()}
+        assert tree <= members, (group, tree - members)

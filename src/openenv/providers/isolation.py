@@ -3,9 +3,8 @@
 The sandbox provider runs its fork server inside bubblewrap (`sandbox.py`). Every environment
 the fork server forks then gets namespaces of its own before any environment code runs:
 
-- mount namespace: a private tmpfs on /tmp and on the workspace, empty read-only tmpfs over the
-  folders shared between environments (the runtime folder holding every socket, /sys with the
-  cgroup folders), and a /proc for its own PID namespace;
+- mount namespace: a private tmpfs on /tmp and on the workspace, an empty read-only tmpfs over
+  the folder holding the sandbox's sockets and logs, and a /proc for its own PID namespace;
 - PID namespace: it sees and can signal only its own processes; when its first process dies,
   the kernel kills every other one;
 - network namespace (policy "none"): loopback only, nothing else reachable;

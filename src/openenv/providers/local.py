@@ -290,8 +290,9 @@ class LocalProcessProvider(ProcessProvider):
         """Where the environment's socket and log go (created by the caller)."""
         return runtime_dir() / env_id
 
-    def _host_pid(self, server: ForkServer, pid: int) -> int:
-        """The trainer's pid for a child the zygote reports (the same unless it is namespaced)."""
+    def _adopt(self, server: ForkServer, pid: int, groups: Optional[list[str]]) -> int:
+        """The trainer's pid for the child the zygote reports (the same unless namespaced).
+        A subclass may also move it into `groups` here; on failure it must kill it."""
         return pid
 
     def _isolation(self, spec: EnvSpec, folder: Path) -> Optional[dict[str, Any]]:
@@ -324,7 +325,7 @@ class LocalProcessProvider(ProcessProvider):
             shutil.rmtree(folder, ignore_errors=True)
             raise EnvironmentStartError(f"{self.name}: {reply.get('error')}", log)
         try:
-            pid = self._host_pid(server, int(reply["pid"]))
+            pid = self._adopt(server, int(reply["pid"]), groups)
         except BaseException:
             for group in groups or ():
                 cgroups.kill_and_remove(group)

@@ -7,8 +7,9 @@ its packages and the environment folder bound read-only; no environment variable
 trainer beyond a short allow-list. Then every environment it forks enters namespaces of its own
 (`isolation.py`): its own PID, mount, IPC, network and user namespace, a private /tmp and
 workspace, the folders it shares with other environments hidden, the sandbox user (nobody when
-the trainer is root) and no capabilities. Its cgroup (memory, processes, CPU) is joined before
-any of that, so every process it starts is counted and killed with it.
+the trainer is root) and no capabilities. The trainer moves its processes into its cgroup
+(memory, processes, CPU) before anyone can send it a request, so every process an episode starts
+is counted and killed with it; the sandbox itself has no access to any cgroup.
 
 Importing an environment takes seconds, forking a warm fork server milliseconds: this is what
 keeps a sandboxed start within a few hundred milliseconds.
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import functools
 import json
 import os
 import secrets
 import select
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -159,27 +162,6 @@ def bound_paths(python: str, root: Optional[Path], extra_ro: tuple[str, ...]) ->
     return _minimal(sources)
 
 
-def _cgroup_parents() -> list[str]:
-    """The cgroup folders environments' cgroups are made in (bound into the sandbox)."""
-    kind = cgroups.mode()
-    parents: list[Path] = []
-    if kind == "v2":
-        base = cgroups._v2_base()
-        if base is not None:
-            parents.append(base)
-    elif kind == "v1":
-        for controller in ("memory", "pids", "cpu"):
-            folder = cgroups.ROOT / controller
-            if os.access(folder, os.W_OK):
-                parents.append(folder / cgroups.GROUP)
-    result = []
-    for parent in parents:
-        with contextlib.suppress(OSError):
-            parent.mkdir(exist_ok=True)
-            result.append(str(parent))
-    return result
-
-
 def _root_userns() -> int:
     """For a root trainer: a user namespace mapping root and the sandbox user only, as an fd.
 
@@ -238,7 +220,6 @@ class SandboxForkServer(ForkServer):
         shared: Path,
         *,
         extra_ro: tuple[str, ...] = (),
-        use_cgroups: bool = True,
     ) -> None:
         """`shared` holds the sockets and logs of this sandbox's environments: the only
         writable host folder the fork server sees (each environment hides it)."""
@@ -286,9 +267,6 @@ class SandboxForkServer(ForkServer):
         for path in bound_paths(python, root, extra_ro):
             bind("--ro-bind", path)
         bind("--bind", str(shared))
-        self.cgroup_parents = _cgroup_parents() if use_cgroups else []
-        for folder in self.cgroup_parents:
-            bind("--bind", folder)
         argv += ["--remount-ro", "/", "--chdir", cwd, "--"]
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -356,6 +334,27 @@ class SandboxForkServer(ForkServer):
         self.record.forget()
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid`, parents before their children."""
+    found: list[int] = []
+    queue = _children(pid)
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(_children(child))
+    return found
+
+
+def _join(groups: list[str], pid: int) -> None:
+    """Move `pid` into `groups`; ProcessLookupError when it has exited meanwhile."""
+    try:
+        cgroups.add_process(groups, pid)
+    except OSError as exc:
+        if exc.errno == errno.ESRCH:
+            raise ProcessLookupError(pid) from None
+        raise
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -372,16 +371,16 @@ def _ns_pids(pid: int) -> list[int]:
     return []
 
 
-ServerKey = tuple[str, Optional[str], str, tuple[str, ...], bool]
+ServerKey = tuple[str, Optional[str], str, tuple[str, ...]]
 _servers: dict[ServerKey, SandboxForkServer] = {}
 _shared: dict[ServerKey, Path] = {}
 _servers_lock = threading.Lock()
 
 
 def server_key(
-    python: str, root: Optional[Path], network: str, extra_ro: tuple[str, ...], use_cgroups: bool
+    python: str, root: Optional[Path], network: str, extra_ro: tuple[str, ...]
 ) -> ServerKey:
-    return (python, str(root) if root else None, network, extra_ro, use_cgroups)
+    return (python, str(root) if root else None, network, extra_ro)
 
 
 def shared_folder(key: ServerKey) -> Path:
@@ -396,7 +395,7 @@ def shared_folder(key: ServerKey) -> Path:
 
 
 def sandbox_fork_server(key: ServerKey) -> SandboxForkServer:
-    python, root, network, extra_ro, use_cgroups = key
+    python, root, network, extra_ro = key
     shared = shared_folder(key)
     with _servers_lock:
         server = _servers.get(key)
@@ -409,7 +408,6 @@ def sandbox_fork_server(key: ServerKey) -> SandboxForkServer:
                 network,
                 shared,
                 extra_ro=extra_ro,
-                use_cgroups=use_cgroups,
             )
             _servers[key] = server
         return server
@@ -487,7 +485,7 @@ class SandboxProvider(LocalProcessProvider):
 
     def _key(self, spec: EnvSpec, target: AppTarget) -> ServerKey:
         network = spec.network or self.default_network
-        return server_key(self.python, target.root, network, self.ro_binds, self.use_cgroups)
+        return server_key(self.python, target.root, network, self.ro_binds)
 
     def _fork_server(self, spec: EnvSpec, target: AppTarget) -> ForkServer:
         return sandbox_fork_server(self._key(spec, target))
@@ -495,17 +493,47 @@ class SandboxProvider(LocalProcessProvider):
     def _env_folder(self, spec: EnvSpec, target: AppTarget, env_id: str) -> Path:
         return shared_folder(self._key(spec, target)) / env_id
 
-    def _host_pid(self, server: ForkServer, pid: int) -> int:
+    def _adopt(self, server: ForkServer, pid: int, groups: Optional[list[str]]) -> int:
+        """The environment's host pid; its processes are moved into its cgroups from here, the
+        host, so the sandbox needs no access to any cgroup. This happens before the trainer
+        hears of the environment: no request, so no episode code, has reached it yet."""
         assert isinstance(server, SandboxForkServer)
-        return server.host_pid(pid)
+        host_pid = server.host_pid(pid)
+        if groups:
+            try:
+                for member in [host_pid, *_descendants(host_pid)]:
+                    with contextlib.suppress(ProcessLookupError):
+                        _join(groups, member)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.killpg(host_pid, signal.SIGKILL)
+                raise
+        return host_pid
+
+    def _spawn_request(
+        self,
+        spec: EnvSpec,
+        target: AppTarget,
+        folder: Path,
+        socket_path: Optional[Path],
+        groups: Optional[list[str]],
+    ) -> dict[str, Any]:
+        request = super()._spawn_request(spec, target, folder, socket_path, groups)
+        if groups:
+            # The host places the environment in its cgroups (`_adopt`); the fork server only
+            # keeps the wall-time deadline and applies no per-process fallback.
+            request["cgroups"] = None
+            wall = spec.limits.wall_time_s
+            request["limits"] = {"wall_time_s": wall} if wall else {}
+        return request
 
     def _isolation(self, spec: EnvSpec, folder: Path) -> Optional[dict[str, Any]]:
         # Called with the spec alone; its folder is resolved again (cheap, cached imports).
         as_root = os.geteuid() == 0
         return {
             "network": spec.network or self.default_network,
-            # The sockets and logs of the sandbox's environments; the cgroups under /sys.
-            "hide": [str(folder.parent), "/sys"],
+            # The sockets and logs of the sandbox's environments.
+            "hide": [str(folder.parent)],
             "uid": SANDBOX_UID if as_root else None,
             "gid": SANDBOX_GID if as_root else None,
             "workspace": WORKSPACE,
