@@ -134,6 +134,17 @@ def test_host_secrets_are_not_readable(confined: StartedEnv, tmp_path: Path) -> 
         assert set(listing["output"].split()) < set(os.listdir(home))
 
 
+def test_environment_code_at_import_cannot_unlock_mounts(confined: StartedEnv) -> None:
+    """The probe's module tries, when the fork server imports it, to remount its read-only
+    folder writable and to unmount it: the fork server's mounts are locked."""
+    transport = httpx.HTTPTransport(uds=confined.unix_socket)
+    with httpx.Client(transport=transport, timeout=30, trust_env=False) as http:
+        response = http.post(confined.base_url + "/reset", json={})
+    probe = response.json()["observation"]["metadata"]["import_probe"]
+    assert set(probe) == {"remount_rw", "umount"}
+    assert "succeeded" not in probe.values(), probe
+
+
 def test_the_filesystem_is_read_only_except_tmp_and_workspace(confined: StartedEnv) -> None:
     for path in ("/usr/x", "/etc/x", "/x", f"{os.getcwd()}/x", f"{sys.prefix}/x"):
         result = run(confined, f"touch {path}")

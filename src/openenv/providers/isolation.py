@@ -52,6 +52,7 @@ PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_RAISE = 2
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -86,8 +87,11 @@ def mount(source: str, target: str, fstype: str, flags: int = 0, data: str = "")
     )
 
 
-def _prctl(option: int, arg: int = 0) -> None:
-    _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), 0, 0, 0), f"prctl({option})")
+def _prctl(option: int, arg: int = 0, arg2: int = 0) -> None:
+    _check(
+        _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(arg2), 0, 0),
+        f"prctl({option})",
+    )
 
 
 class _CapHeader(ctypes.Structure):
@@ -105,11 +109,7 @@ class _CapData(ctypes.Structure):
 def drop_capabilities() -> None:
     """No capability left in any set, none obtainable again (bounding set, no-new-privs)."""
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    try:
-        last = int(open("/proc/sys/kernel/cap_last_cap").read())
-    except (OSError, ValueError):
-        last = 63
-    for cap in range(last + 1):
+    for cap in range(_cap_last() + 1):
         _prctl(PR_CAPBSET_DROP, cap)
     with contextlib.suppress(IsolationError):  # kernels before 4.3 have no ambient set
         _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
@@ -153,6 +153,81 @@ def _wait_for(pid: int) -> int:
             continue
         if done == pid:
             return os.waitstatus_to_exitcode(status) if status else 0
+
+
+def lock_down() -> None:
+    """Run by the sandbox's first process before any environment code is imported.
+
+    bubblewrap made its mounts in the sandbox's user namespace, where the fork server holds
+    capabilities: there it could remount a read-only bind writable or unmount a cover. So the
+    fork server moves into a user and mount namespace of its own (same ids), where every one of
+    those mounts is locked: read-only stays read-only, nothing can be unmounted. A fresh /proc
+    (without bubblewrap's covers) is mounted first, so environments can still mount their own.
+    """
+    try:
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except IsolationError:
+        # Unprivileged bubblewrap runs us in a nested user namespace that owns neither its
+        # mounts nor its PID namespace: nothing to remount here, and its /proc has no covers.
+        pass
+    maps = {}
+    for kind in ("uid_map", "gid_map"):
+        lines = open(f"/proc/self/{kind}").read().split("\n")
+        # The same ids inside as in the sandbox's namespace: "inside inside count".
+        maps[kind] = "".join(
+            f"{fields[0]} {fields[0]} {fields[2]}\n"
+            for fields in (ln.split() for ln in lines)
+            if fields
+        )
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    parent = os.getpid()
+    helper = os.fork()
+    if helper == 0:  # still in the sandbox's namespace, where it may write the maps
+        code = 1
+        try:
+            os.close(go_w)
+            os.close(done_r)
+            if os.read(go_r, 1):
+                for kind, text in maps.items():
+                    _write(f"/proc/{parent}/{kind}", text)
+                os.write(done_w, b"1")
+                code = 0
+        finally:
+            os._exit(code)
+    os.close(go_r)
+    os.close(done_w)
+    try:
+        unshare(CLONE_NEWUSER | CLONE_NEWNS)
+        os.write(go_w, b"1")
+        if os.read(done_r, 1) != b"1":
+            raise IsolationError(0, "could not map the fork server's user namespace")
+    finally:
+        os.close(go_w)
+        os.close(done_r)
+        os.waitpid(helper, 0)
+    mount("none", "/", "", MS_REC | MS_PRIVATE)
+    _keep_capabilities_across_exec()
+
+
+def _keep_capabilities_across_exec() -> None:
+    """A non-root user loses its capabilities at exec unless they are ambient."""
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capget(ctypes.byref(header), data), "capget")
+    for half in data:
+        half.inheritable = half.permitted
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+    for cap in range(_cap_last() + 1):
+        if data[cap // 32].permitted & (1 << (cap % 32)):
+            _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap)
+
+
+def _cap_last() -> int:
+    try:
+        return int(open("/proc/sys/kernel/cap_last_cap").read())
+    except (OSError, ValueError):
+        return 40
 
 
 def enter(
@@ -237,3 +312,11 @@ def enter(
         os.environ["HOME"] = workspace
     os.environ["TMPDIR"] = "/tmp"
     return sock
+
+
+if __name__ == "__main__":
+    # python -m openenv.providers.isolation PROGRAM ARGS...: lock the sandbox down, then run.
+    import sys
+
+    lock_down()
+    os.execv(sys.argv[1], sys.argv[1:])

@@ -268,6 +268,8 @@ class SandboxForkServer(ForkServer):
             bind("--ro-bind", path)
         bind("--bind", str(shared))
         argv += ["--remount-ro", "/", "--chdir", cwd, "--"]
+        # Locks bubblewrap's mounts before the fork server imports anything (see lock_down).
+        argv += [python, "-m", "openenv.providers.isolation"]
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",

@@ -14,6 +14,32 @@ from typing import Any
 from openenv.core.env_server import Action, Environment, Observation, State, create_app
 
 
+def _try_to_unlock() -> dict[str, str]:
+    """At import (in the sandbox's fork server, which holds capabilities in its namespace):
+    try to make this read-only folder writable and to unmount it. Both must fail."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    # The environment's folder: the sandbox binds it read-only (a mount point).
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))).encode()
+    results = {}
+    ms_rdonly, ms_remount, ms_bind = 1, 32, 4096
+    if libc.mount(b"none", here, None, ctypes.c_ulong(ms_remount | ms_bind), None) == 0:
+        results["remount_rw"] = "succeeded"
+        libc.mount(b"none", here, None, ctypes.c_ulong(ms_remount | ms_bind | ms_rdonly), None)
+    else:
+        results["remount_rw"] = os.strerror(ctypes.get_errno())
+    if libc.umount2(here, 2) == 0:  # MNT_DETACH
+        results["umount"] = "succeeded"
+    else:
+        results["umount"] = os.strerror(ctypes.get_errno())
+    return results
+
+
+#: What the import-time attempt above achieved (read by `reset`).
+IMPORT_PROBE = _try_to_unlock()
+
+
 class ShellAction(Action):
     command: str
     timeout_s: float = 20.0
@@ -37,7 +63,9 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation, State]):
         self, seed: int | None = None, episode_id: str | None = None, **kw: Any
     ) -> ShellObservation:
         self._state = State(episode_id=episode_id)
-        return ShellObservation(output=f"pid {os.getpid()} uid {os.getuid()}")
+        return ShellObservation(
+            output=f"pid {os.getpid()} uid {os.getuid()}", metadata={"import_probe": IMPORT_PROBE}
+        )
 
     def step(
         self, action: ShellAction, timeout_s: float | None = None, **kw: Any
