@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from openenv.core.utils import run_coroutine_sync
-from openenv.providers import EnvSpec, ProviderUnavailableError, StartedEnv
+from openenv.providers import EnvironmentStartError, EnvSpec, ProviderUnavailableError, StartedEnv
 from openenv.providers import sandbox as sandbox_module
 from openenv.providers.ownership import local_records, process_alive
 from openenv.providers.sandbox import SandboxProvider
@@ -407,3 +407,33 @@ def test_the_environment_is_in_its_cgroups(confined: StartedEnv) -> None:
     for group in record.cgroup:
         members = {int(p) for p in Path(group, "cgroup.procs").read_text().split()}
         assert tree <= members, (group, tree - members)
+
+
+def test_a_failed_start_leaves_nothing_behind(provider: SandboxProvider, tmp_path: Path) -> None:
+    """An environment under /tmp (bound again under the private /tmp) whose import fails."""
+    folder = tmp_path / "broken_env"
+    (folder / "broken_pkg").mkdir(parents=True)
+    (folder / "openenv.yaml").write_text(
+        "spec_version: 1\nname: broken_env\ntype: space\nruntime: fastapi\n"
+        "app: broken_pkg.app:app\nport: 8000\n"
+    )
+    (folder / "pyproject.toml").write_text('[project]\nname = "broken-env"\nversion = "0.1.0"\n')
+    (folder / "broken_pkg" / "__init__.py").write_text("")
+    (folder / "broken_pkg" / "app.py").write_text("raise ImportError('broken on purpose')\n")
+    before = {r.id for r in local_records()}
+    cgroups_before = (
+        set(os.listdir("/sys/fs/cgroup/pids/openenv"))
+        if Path("/sys/fs/cgroup/pids/openenv").is_dir()
+        else set()
+    )
+    with pytest.raises(EnvironmentStartError) as info:
+        run_coroutine_sync(provider.start(str(folder)))
+    assert "broken on purpose" in str(info.value)
+    new = [r for r in local_records() if r.id not in before and not r.id.startswith("sandbox-fork")]
+    assert new == []
+    assert provider.started() == [] or all(e.spec.target != str(folder) for e in provider.started())
+    if cgroups_before:
+        leftover = set(os.listdir("/sys/fs/cgroup/pids/openenv")) - cgroups_before
+        assert not [name for name in leftover if "broken" in name]
+    for shared in sandbox_module._shared.values():
+        assert not [p for p in shared.iterdir() if "broken" in p.name]
