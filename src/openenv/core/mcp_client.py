@@ -65,7 +65,11 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
         if self._http is None:
             self._http = httpx.AsyncClient(
                 transport=(
-                    httpx.AsyncHTTPTransport(uds=self.unix_socket) if self.unix_socket else None
+                    # A Unix socket carries plain HTTP: no TLS context (the transport would
+                    # build its own, ignoring `verify` below).
+                    httpx.AsyncHTTPTransport(uds=self.unix_socket, verify=False)
+                    if self.unix_socket
+                    else None
                 ),
                 headers=self.headers,
                 # A TLS context costs ~60 ms to build (CA bundle); plain HTTP needs none.

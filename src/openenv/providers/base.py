@@ -250,7 +250,9 @@ class Provider(ABC):
         """HTTP status of `/health`, None when nothing answers."""
         import httpx
 
-        transport = httpx.AsyncHTTPTransport(uds=env.unix_socket) if env.unix_socket else None
+        transport = (
+            httpx.AsyncHTTPTransport(uds=env.unix_socket, verify=False) if env.unix_socket else None
+        )
         try:
             # verify=False: health is probed over plain HTTP, and building a TLS context per
             # probe would cost more than the probe.

@@ -70,24 +70,38 @@ def tail(path: Path, lines: int = 40) -> str:
 class ForkServer:
     """The trainer's handle on one zygote process: JSON lines over its stdin/stdout."""
 
-    def __init__(self, python: str, root: Optional[Path], extra_env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        python: str,
+        root: Optional[Path],
+        extra_env: dict[str, str],
+        *,
+        wrap: Optional[list[str]] = None,
+        pass_fds: tuple[int, ...] = (),
+        clear_env: bool = False,
+        log_dir: Optional[Path] = None,
+    ) -> None:
+        """`wrap` is a command prefix the zygote runs under (the sandbox's bwrap, with
+        `pass_fds` open for it); `clear_env` starts it from `extra_env` alone; its log goes
+        to `log_dir` (default: the runtime folder)."""
         self.python = python
         self.root = root
-        self.log = runtime_dir() / f"zygote-{os.getpid()}-{secrets.token_hex(3)}.log"
-        env = {**os.environ, **extra_env}
+        self.log = (log_dir or runtime_dir()) / f"zygote-{os.getpid()}-{secrets.token_hex(3)}.log"
+        env = dict(extra_env) if clear_env else {**os.environ, **extra_env}
         if root is not None:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(root), env.get("PYTHONPATH", "")) if p
             )
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [python, "-m", "openenv.providers.zygote"],
+                [*(wrap or ()), python, "-m", "openenv.providers.zygote"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 cwd=str(root) if root else None,
                 env=env,
                 start_new_session=True,
+                pass_fds=pass_fds,
             )
         self._lock = threading.Lock()
         hello = self._read()
@@ -220,7 +234,7 @@ class LocalProcessProvider(ProcessProvider):
         """Import the environment in the fork server now, so the first start is fast too."""
         spec = EnvSpec.of(spec)
         target = resolve_app(spec.target)
-        server = await asyncio.to_thread(fork_server, self.python, target.root)
+        server = await asyncio.to_thread(self._fork_server, spec, target)
         reply = await asyncio.to_thread(server.request, {"op": "preload", "app": target.app})
         if not reply.get("ok"):
             raise EnvironmentStartError(f"cannot import {target.app}", tail(server.log))
@@ -232,6 +246,19 @@ class LocalProcessProvider(ProcessProvider):
                 "provider='sandbox' (bubblewrap) or 'docker' for network='none'"
             )
 
+    def _fork_server(self, spec: EnvSpec, target: AppTarget) -> ForkServer:
+        """The zygote that forks this spec's environment (blocking: call it in a thread)."""
+        return fork_server(self.python, target.root)
+
+    def _env_folder(self, spec: EnvSpec, target: AppTarget, env_id: str) -> Path:
+        """Where the environment's socket and log go (created by the caller)."""
+        return runtime_dir() / env_id
+
+    def _adopt(self, server: ForkServer, pid: int, groups: Optional[list[str]]) -> int:
+        """The trainer's pid for the child the zygote reports (the same unless namespaced).
+        A subclass may also move it into `groups` here; on failure it must kill it."""
+        return pid
+
     def _isolation(self, spec: EnvSpec, folder: Path) -> Optional[dict[str, Any]]:
         """Extra confinement the child enters before it serves (none for plain processes)."""
         return None
@@ -240,7 +267,7 @@ class LocalProcessProvider(ProcessProvider):
         self._check_spec(spec)
         target = resolve_app(spec.target)
         env_id = new_id(self.name, target.name)
-        folder = runtime_dir() / env_id
+        folder = self._env_folder(spec, target, env_id)
         folder.mkdir(mode=0o700)
         unix = self.transport == "unix" or spec.network == "none"
         socket_path = folder / "server.sock" if unix else None
@@ -248,7 +275,7 @@ class LocalProcessProvider(ProcessProvider):
         owner = Owner.current()
         request = self._spawn_request(spec, target, folder, socket_path, groups)
         try:
-            server = await asyncio.to_thread(fork_server, self.python, target.root)
+            server = await asyncio.to_thread(self._fork_server, spec, target)
             reply = await asyncio.to_thread(server.request, request)
         except BaseException:
             for group in groups or ():
@@ -261,7 +288,13 @@ class LocalProcessProvider(ProcessProvider):
                 cgroups.kill_and_remove(group)
             shutil.rmtree(folder, ignore_errors=True)
             raise EnvironmentStartError(f"{self.name}: {reply.get('error')}", log)
-        pid = int(reply["pid"])
+        try:
+            pid = self._adopt(server, int(reply["pid"]), groups)
+        except BaseException:
+            for group in groups or ():
+                cgroups.kill_and_remove(group)
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         base_url = (
             "http://localhost" if socket_path else f"http://{self._url_host()}:{reply['port']}"
         )

@@ -27,6 +27,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 from typing import Any, Optional
 
 _PR_SET_PDEATHSIG = 1
@@ -89,6 +90,8 @@ class Zygote:
                 _child(request, ready_w)
                 code = 0
             except BaseException as exc:
+                with contextlib.suppress(Exception):
+                    traceback.print_exc()  # into the environment's log once redirected
                 with contextlib.suppress(Exception):
                     os.write(ready_w, json.dumps({"error": repr(exc)}).encode() + b"\n")
             finally:
@@ -316,11 +319,13 @@ def _child(request: dict[str, Any], ready_fd: int) -> None:
 
     isolate = request.get("isolate")
     if isolate:
+        # Confinement binds the socket itself: after its namespaces exist, before it hides the
+        # folders shared with other environments.
         from openenv.providers import isolation
 
-        isolation.enter(isolate)
-
-    sock = _bind(request)
+        sock = isolation.enter(isolate, lambda: _bind(request), keep_fds=(ready_fd,))
+    else:
+        sock = _bind(request)
     port = sock.getsockname()[1] if sock.family != socket.AF_UNIX else None
     os.write(ready_fd, json.dumps({"port": port}).encode() + b"\n")
     os.close(ready_fd)
