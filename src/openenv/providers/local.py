@@ -88,6 +88,9 @@ class ForkServer:
         self.root = root
         self.log = (log_dir or runtime_dir()) / f"zygote-{os.getpid()}-{secrets.token_hex(3)}.log"
         env = dict(extra_env) if clear_env else {**os.environ, **extra_env}
+        if not wrap:
+            # Deleted by the zygote when it ends, however its trainer ended.
+            env["OPENENV_ZYGOTE_LOG"] = str(self.log)
         if root is not None:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(root), env.get("PYTHONPATH", "")) if p
@@ -215,6 +218,18 @@ class LocalProcessProvider(ProcessProvider):
 
     name: ClassVar[str] = "local"
     default_network: ClassVar[str] = "egress"
+
+    @classmethod
+    def collect_orphans(cls, *, dry_run: bool = False) -> list[Resource]:
+        orphans = super().collect_orphans(dry_run=dry_run)
+        if not dry_run:
+            # Logs of fork servers that were killed with their trainer (no one deleted them).
+            for log in runtime_dir().glob("zygote-*.log"):
+                trainer = log.name.split("-")[1]
+                if trainer.isdigit() and not process_alive(int(trainer), None):
+                    with contextlib.suppress(OSError):
+                        log.unlink()
+        return orphans
 
     def __init__(
         self,

@@ -165,6 +165,10 @@ class Zygote:
             chunk = os.read(stdin_fd, 65536)
             if not chunk:  # the trainer is gone
                 self.shutdown()
+                log = os.environ.get("OPENENV_ZYGOTE_LOG")
+                if log:
+                    with contextlib.suppress(OSError):
+                        os.unlink(log)
                 return
             buffer += chunk
             while b"\n" in buffer:
@@ -309,6 +313,10 @@ def _child(request: dict[str, Any], ready_fd: int) -> None:
     os.dup2(log_fd, 2)
     os.close(log_fd)
     os.close(devnull)
+    if _REPLY_FD is not None:
+        # The pipe to the trainer is the zygote's alone: an environment must not forge replies.
+        with contextlib.suppress(OSError):
+            os.close(_REPLY_FD)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
 
@@ -377,6 +385,10 @@ def _serve(app: Any, sock: socket.socket) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
+#: The zygote's end of its reply pipe (closed in every child).
+_REPLY_FD: Optional[int] = None
+
+
 def main() -> None:
     # Not the trainer's terminal: a Ctrl-C there must not kill environments mid-cleanup; the
     # trainer stops them, or closing stdin does.
@@ -389,7 +401,9 @@ def main() -> None:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    out = os.fdopen(os.dup(1), "w")
+    global _REPLY_FD
+    _REPLY_FD = os.dup(1)
+    out = os.fdopen(_REPLY_FD, "w")
     # Anything an imported module prints must not corrupt the reply stream.
     os.dup2(2, 1)
     zygote = Zygote(out)
