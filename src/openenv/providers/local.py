@@ -33,6 +33,7 @@ from .base import (
     EnvironmentStartError,
     Provider,
     ProviderError,
+    Resource,
     StartedEnv,
     run_blocking,
 )
