@@ -33,7 +33,6 @@ from .base import (
     EnvironmentStartError,
     Provider,
     ProviderError,
-    Resource,
     StartedEnv,
     run_blocking,
 )
@@ -89,9 +88,6 @@ class ForkServer:
         self.root = root
         self.log = (log_dir or runtime_dir()) / f"zygote-{os.getpid()}-{secrets.token_hex(3)}.log"
         env = dict(extra_env) if clear_env else {**os.environ, **extra_env}
-        if not wrap:
-            # Deleted by the zygote when it ends, however its trainer ended.
-            env["OPENENV_ZYGOTE_LOG"] = str(self.log)
         if root is not None:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(root), env.get("PYTHONPATH", "")) if p
@@ -111,6 +107,10 @@ class ForkServer:
         hello = self._read()
         if not hello.get("ok"):
             raise EnvironmentStartError("the fork server did not start", tail(self.log))
+        # The zygote holds its log open; the name goes now, so no log outlives it, however its
+        # trainer ends. `log_tail()` reads it through the zygote's descriptor.
+        with contextlib.suppress(OSError):
+            self.log.unlink()
 
     def _read(self) -> dict[str, Any]:
         stdout = self.process.stdout
@@ -121,7 +121,7 @@ class ForkServer:
             raise EnvironmentStartError(
                 f"the fork server ({self.python} -m openenv.providers.zygote) exited "
                 f"(code {self.process.returncode})",
-                tail(self.log),
+                self.log_tail(),
             )
         reply: dict[str, Any] = json.loads(line)
         return reply
@@ -136,6 +136,12 @@ class ForkServer:
             except (BrokenPipeError, ValueError) as exc:
                 raise ProviderError(f"the fork server is gone: {exc}") from exc
             return self._read()
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The zygote's recent output (its stderr), while it runs."""
+        if self.log.exists():
+            return tail(self.log, lines)
+        return tail(Path(f"/proc/{self.process.pid}/fd/2"), lines)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -220,18 +226,6 @@ class LocalProcessProvider(ProcessProvider):
     name: ClassVar[str] = "local"
     default_network: ClassVar[str] = "egress"
 
-    @classmethod
-    def collect_orphans(cls, *, dry_run: bool = False) -> list[Resource]:
-        orphans = super().collect_orphans(dry_run=dry_run)
-        if not dry_run:
-            # Logs of fork servers that were killed with their trainer (no one deleted them).
-            for log in runtime_dir().glob("zygote-*.log"):
-                trainer = log.name.split("-")[1]
-                if trainer.isdigit() and not process_alive(int(trainer), None):
-                    with contextlib.suppress(OSError):
-                        log.unlink()
-        return orphans
-
     def __init__(
         self,
         *,
@@ -253,7 +247,7 @@ class LocalProcessProvider(ProcessProvider):
         server = await asyncio.to_thread(self._fork_server, spec, target)
         reply = await asyncio.to_thread(server.request, {"op": "preload", "app": target.app})
         if not reply.get("ok"):
-            raise EnvironmentStartError(f"cannot import {target.app}", tail(server.log))
+            raise EnvironmentStartError(f"cannot import {target.app}", server.log_tail())
 
     def _check_spec(self, spec: EnvSpec) -> None:
         if spec.network == "none":
@@ -299,7 +293,7 @@ class LocalProcessProvider(ProcessProvider):
             shutil.rmtree(folder, ignore_errors=True)
             raise
         if not reply.get("ok"):
-            log = tail(folder / "server.log") or tail(server.log)
+            log = tail(folder / "server.log") or server.log_tail()
             for group in groups or ():
                 cgroups.kill_and_remove(group)
             shutil.rmtree(folder, ignore_errors=True)

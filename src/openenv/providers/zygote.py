@@ -165,10 +165,6 @@ class Zygote:
             chunk = os.read(stdin_fd, 65536)
             if not chunk:  # the trainer is gone
                 self.shutdown()
-                log = os.environ.get("OPENENV_ZYGOTE_LOG")
-                if log:
-                    with contextlib.suppress(OSError):
-                        os.unlink(log)
                 return
             buffer += chunk
             while b"\n" in buffer:
