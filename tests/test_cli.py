@@ -27,7 +27,7 @@ def test_serve_rejects_what_it_cannot_find() -> None:
         [OPENENV, "serve", "no_such_env_anywhere"], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 2
-    assert "neither an environment folder nor an installed package" in out.stderr
+    assert "neither an environment folder nor an installed environment" in out.stderr
 
 
 def test_serve_runs_an_environment() -> None:
