@@ -1,0 +1,360 @@
+"""Docker provider: each environment a hardened container of an image on the local engine.
+
+Hardened by default (see `DockerProvider` for how to relax any of it): an unprivileged user
+(65534:65534), every capability dropped (the bounding set is empty), no-new-privileges, a
+read-only root file system with a tmpfs /tmp (and HOME=/tmp), memory/CPU/PID limits from the
+spec (PIDs capped at 1024 unless the spec says otherwise), a stop timeout of 0 and labels naming
+the owner. With network "egress" (the default) the container is on the default bridge and its
+port is published on 127.0.0.1 only, on a host port the engine picks (no free-port race). With
+network "none" it has no network at all and serves on a Unix socket in a host folder bind-mounted
+at /run/openenv (`OPENENV_UNIX_SOCKET` tells the server where).
+
+Wall time: a timer in the trainer's process removes the container when `wall_time_s` is up, and
+the deadline is also a label, so `collect_orphans()` (`openenv gc`, every first start) removes an
+expired container even if its owner still runs but its timer did not fire.
+
+The image must be on the machine (`openenv build` makes one); the provider never pulls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from typing import Any, Optional
+
+from . import _docker as dk
+from .base import EnvironmentStartError, Provider, ProviderError, Resource, StartedEnv
+from .ownership import Owner
+from .spec import EnvSpec, ResourceLimits, SpecError
+
+logger = logging.getLogger("openenv.providers.docker")
+
+#: The port OpenEnv images serve on inside the container.
+CONTAINER_PORT = 8000
+#: "nobody:nogroup": exists (or needs not exist) in every image, owns nothing in it.
+DEFAULT_USER = "65534:65534"
+SOCKET_DIR_IN_CONTAINER = "/run/openenv"
+SOCKET_IN_CONTAINER = SOCKET_DIR_IN_CONTAINER + "/server.sock"
+#: Ceilings applied when the spec leaves them unset.
+DEFAULT_LIMITS = ResourceLimits.model_validate({"pids": 1024})
+
+
+class DockerProvider(Provider):
+    """Starts each environment as a container of the spec's image (`spec.target`).
+
+    `user=None` keeps the image's own user (refused if that is root, unless
+    `allow_root=True`); `read_only=False` gives a writable root; `tmpfs` maps extra writable
+    paths to tmpfs options; `command` replaces the image's command; `container_port` is the port
+    the server listens on inside; `default_limits` fills limits the spec leaves unset.
+    """
+
+    name = "docker"
+    default_network = "egress"
+
+    def __init__(
+        self,
+        *,
+        user: Optional[str] = DEFAULT_USER,
+        container_port: int = CONTAINER_PORT,
+        read_only: bool = True,
+        tmpfs: Optional[dict[str, str]] = None,
+        command: Optional[list[str]] = None,
+        default_limits: ResourceLimits = DEFAULT_LIMITS,
+        allow_root: bool = False,
+    ) -> None:
+        super().__init__()
+        if user is not None and user.split(":", 1)[0] in ("0", "root") and not allow_root:
+            raise SpecError(f"user {user!r} is root; pass allow_root=True if you mean it")
+        self.user = user
+        self.container_port = container_port
+        self.read_only = read_only
+        self.tmpfs = {"/tmp": "rw,nosuid,nodev", **(tmpfs or {})}
+        self.command = command
+        self.default_limits = default_limits
+        self.allow_root = allow_root
+        self._timers: dict[str, threading.Timer] = {}
+
+    # -- availability and listing -----------------------------------------------------------
+
+    @classmethod
+    def check_available(cls) -> None:
+        dk.check_engine()
+
+    @classmethod
+    def _listing(cls, **filters: Any) -> list[dk.Listed]:
+        client = dk.engine()
+        payload = dk.engine_call(
+            "list containers", lambda: client.api.containers(all=True, filters=filters)
+        )
+        return dk.parse_containers(payload)
+
+    @classmethod
+    def _named(cls, name: str) -> list[dk.Listed]:
+        return cls._listing(name=dk.name_filter(name))
+
+    @classmethod
+    def resources(cls) -> list[Resource]:
+        out = []
+        for item in cls._listing(**dk.managed_filter(cls.name)):
+            owner = Owner.from_labels(item.labels)
+            socket_dir = item.labels.get(dk.SOCKET_DIR_LABEL)
+            address = ", ".join(item.published)
+            if socket_dir:
+                address = f"{socket_dir}/sock/server.sock"
+            out.append(
+                Resource(
+                    id=item.name,
+                    provider=cls.name,
+                    target=item.labels.get(dk.TARGET_LABEL, ""),
+                    owner=owner,
+                    owner_alive=owner.is_alive() if owner else None,
+                    running=item.state == "running",
+                    created_at=item.created,
+                    address=address,
+                )
+            )
+        return out
+
+    @classmethod
+    def remove_resource(cls, resource: Resource) -> None:
+        cls._remove(resource.id)
+
+    @classmethod
+    def collect_orphans(cls, *, dry_run: bool = False) -> list[Resource]:
+        """Remove containers whose owner is gone, and containers past their wall time."""
+        if not cls.available():
+            return []
+        now = time.time()
+        expired = {
+            item.name
+            for item in cls._listing(**dk.managed_filter(cls.name))
+            if _deadline(item.labels) < now
+        }
+        doomed = [r for r in cls.resources() if r.orphaned or r.id in expired]
+        if not dry_run:
+            for resource in doomed:
+                try:
+                    cls.remove_resource(resource)
+                except Exception as exc:  # one stuck container must not stop the sweep
+                    logger.warning("could not remove container %s: %s", resource.id, exc)
+        return doomed
+
+    @classmethod
+    def _remove(cls, name: str) -> None:
+        """Remove container `name` (killed at once) and its socket folder; verified by listing."""
+        docker = dk.sdk()
+        listed = cls._named(name)
+        socket_dirs = [i.labels.get(dk.SOCKET_DIR_LABEL) for i in listed if name in i.names]
+        if dk.has_name(listed, name):
+            client = dk.engine()
+            # Not found / removal already in progress: the listing below decides.
+            with contextlib.suppress(docker.errors.APIError):
+                client.api.remove_container(name, force=True, v=True)
+            dk.wait_gone(lambda: cls._named(name), name)
+        for folder in socket_dirs:
+            dk.remove_socket_dir(folder)
+
+    # -- start and stop ---------------------------------------------------------------------
+
+    async def _start(self, spec: EnvSpec) -> StartedEnv:
+        owner = Owner.current()
+        name = dk.resource_name("docker", spec.target, uuid.uuid4().hex[:10])
+        work = asyncio.ensure_future(asyncio.to_thread(self._create, spec, name, owner))
+        try:
+            env = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            # The thread runs on: remove what it creates once it is done.
+            work.add_done_callback(lambda _: _remove_in_background(type(self), name))
+            raise
+        if spec.limits.wall_time_s:
+            timer = threading.Timer(spec.limits.wall_time_s, self._expire, (env,))
+            timer.daemon = True
+            self._timers[env.id] = timer
+            timer.start()
+        return env
+
+    def _create(self, spec: EnvSpec, name: str, owner: Owner) -> StartedEnv:
+        """Create and start the container (blocking); a failure leaves nothing behind."""
+        docker = dk.sdk()
+        client = dk.engine()
+        network = spec.network or self.default_network
+        limits = self._limits(spec.limits)
+        labels = {
+            **owner.labels(),
+            dk.PROVIDER_LABEL: self.name,
+            dk.TARGET_LABEL: spec.target,
+            dk.CREATED_LABEL: f"{time.time():.3f}",
+        }
+        if limits.wall_time_s:
+            labels[dk.DEADLINE_LABEL] = f"{time.time() + limits.wall_time_s:.3f}"
+        environment = {"HOME": "/tmp", **spec.env_vars}
+        host_config: dict[str, Any] = {
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "read_only": self.read_only,
+            "tmpfs": dict(self.tmpfs),
+            "pids_limit": limits.pids,
+            "init": False,
+        }
+        if limits.memory_mb:
+            host_config["mem_limit"] = limits.memory_mb * 1024 * 1024
+            host_config["memswap_limit"] = limits.memory_mb * 1024 * 1024
+        if limits.cpus:
+            host_config["nano_cpus"] = int(limits.cpus * 1e9)
+        socket_parent = socket_dir = None
+        ports: Optional[list[int]] = None
+        if network == "none":
+            socket_parent, socket_dir = dk.make_socket_dir()
+            labels[dk.SOCKET_DIR_LABEL] = str(socket_parent)
+            environment["OPENENV_UNIX_SOCKET"] = SOCKET_IN_CONTAINER
+            host_config["network_mode"] = "none"
+            host_config["binds"] = {
+                str(socket_dir): {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "rw"}
+            }
+        else:
+            ports = [self.container_port]
+            host_config["port_bindings"] = {self.container_port: ("127.0.0.1", spec.port)}
+        try:
+            config = client.api.create_host_config(**host_config)
+            try:
+                created = client.api.create_container(
+                    spec.target,
+                    command=self.command,
+                    name=name,
+                    user=self.user or "",
+                    environment=environment,
+                    labels=labels,
+                    ports=ports,
+                    host_config=config,
+                    stop_timeout=0,
+                    detach=True,
+                    use_config_proxy=False,
+                )
+            except docker.errors.ImageNotFound:
+                raise SpecError(
+                    f"docker: image {spec.target!r} is not on this machine; build it "
+                    "(`openenv build ENV_FOLDER --tag ...`) or pull it (`docker pull`)"
+                ) from None
+            except docker.errors.APIError as exc:
+                raise ProviderError(
+                    f"docker: could not create a container of {spec.target!r}: {exc}"
+                ) from exc
+            container_id = created["Id"]
+            dk.engine_call(f"start container {name}", lambda: client.api.start(container_id))
+            info = dk.engine_call(
+                f"inspect container {name}", lambda: client.api.inspect_container(container_id)
+            )
+            if self.user is None and not self.allow_root:
+                image_user = info.get("Config", {}).get("User") or ""
+                if image_user.split(":", 1)[0] in ("", "0", "root"):
+                    raise SpecError(
+                        f"docker: image {spec.target!r} runs as root; pass a user (the "
+                        "default 65534:65534) or allow_root=True"
+                    )
+            state = info.get("State") or {}
+            if not state.get("Running"):
+                # Exited already: its ports are unpublished, its output says why.
+                raise EnvironmentStartError(
+                    f"docker: environment {spec.target!r} ({name}) exited before it was ready "
+                    f"(exit code {state.get('ExitCode')})",
+                    _logs(name, 40),
+                )
+            if network == "none":
+                base_url, unix_socket = "http://localhost", str(socket_dir) + "/server.sock"
+            else:
+                base_url, unix_socket = _published_url(info, self.container_port), None
+        except BaseException:
+            with contextlib.suppress(Exception):
+                type(self)._remove(name)
+            dk.remove_socket_dir(str(socket_parent) if socket_parent else None)
+            raise
+        return StartedEnv(
+            id=name,
+            provider=self.name,
+            spec=spec,
+            base_url=base_url,
+            owner=owner,
+            unix_socket=unix_socket,
+            info={
+                "container_id": container_id,
+                "image": spec.target,
+                "user": self.user or info.get("Config", {}).get("User", ""),
+                "network": network,
+                "limits": limits.model_dump(exclude_none=True),
+                "isolation": "container: no capabilities, no-new-privileges, "
+                + ("read-only root" if self.read_only else "writable root"),
+            },
+        )
+
+    def _limits(self, limits: ResourceLimits) -> ResourceLimits:
+        defaults = self.default_limits.model_dump()
+        given = limits.model_dump(exclude_none=True)
+        return ResourceLimits(**{**defaults, **given})
+
+    async def _stop(self, env: StartedEnv) -> None:
+        timer = self._timers.pop(env.id, None)
+        if timer is not None:
+            timer.cancel()
+        await asyncio.to_thread(type(self)._remove, env.id)
+
+    def _expire(self, env: StartedEnv) -> None:
+        """The wall time is up: remove the container (on the timer's thread)."""
+        self._timers.pop(env.id, None)
+        self._started.pop(env.id, None)
+        logger.info("docker: %s reached its wall time; removing it", env.id)
+        try:
+            type(self)._remove(env.id)
+        except Exception as exc:
+            logger.warning("docker: could not remove %s at its wall time: %s", env.id, exc)
+
+    async def _alive(self, env: StartedEnv) -> bool:
+        listed = await asyncio.to_thread(type(self)._named, env.id)
+        return any(env.id in item.names and item.state == "running" for item in listed)
+
+    async def log_tail(self, env: StartedEnv, lines: int = 40) -> str:
+        return await asyncio.to_thread(_logs, env.id, lines)
+
+
+class LocalDockerProvider(DockerProvider):
+    """OpenEnv's name for the Docker provider: `LocalDockerProvider()` then
+    `start_container(image, port=None, env_vars=None)` / `wait_for_ready` / `stop_container`."""
+
+
+def _published_url(info: dict[str, Any], container_port: int) -> str:
+    bindings = (info.get("NetworkSettings") or {}).get("Ports") or {}
+    for binding in bindings.get(f"{container_port}/tcp") or ():
+        if binding.get("HostPort"):
+            host = binding.get("HostIp") or "127.0.0.1"
+            return f"http://{host}:{binding['HostPort']}"
+    raise ProviderError(
+        f"docker: the engine published no host port for container port {container_port}"
+    )
+
+
+def _logs(name: str, lines: int) -> str:
+    """The last `lines` of a container's output; "" once it is gone."""
+    docker = dk.sdk()
+    try:
+        out = dk.engine().api.logs(name, stdout=True, stderr=True, tail=lines)
+    except (docker.errors.DockerException, OSError):
+        return ""
+    return bytes(out).decode(errors="replace").rstrip()
+
+
+def _deadline(labels: dict[str, str]) -> float:
+    try:
+        return float(labels[dk.DEADLINE_LABEL])
+    except (KeyError, ValueError):
+        return float("inf")
+
+
+def _remove_in_background(cls: type[DockerProvider], name: str) -> None:
+    def remove() -> None:
+        with contextlib.suppress(Exception):
+            cls._remove(name)
+
+    threading.Thread(target=remove, name=f"openenv-remove-{name}", daemon=True).start()
