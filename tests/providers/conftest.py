@@ -67,11 +67,11 @@ def echo_image(docker_client: Any) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def swarm(docker_client: Any) -> Iterator[None]:
-    """A single-node swarm: initialised here when inactive, and left again at the end."""
+    """A single-node swarm: made here when the engine is in none (and left at the end)."""
     state = docker_client.info().get("Swarm", {}).get("LocalNodeState")
     made = False
     if state != "active":
-        docker_client.swarm.init(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2377")
+        docker_client.swarm.init()
         made = True
     yield
     if made:

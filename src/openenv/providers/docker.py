@@ -43,7 +43,79 @@ SOCKET_IN_CONTAINER = SOCKET_DIR_IN_CONTAINER + "/server.sock"
 DEFAULT_LIMITS = ResourceLimits.model_validate({"pids": 1024})
 
 
-class DockerProvider(Provider):
+class EngineProvider(Provider):
+    """What the Docker and Swarm providers share: wall-time timers, removal of expired and
+    orphaned resources, and cancelled starts cleaned up. Subclasses list their resources in
+    `_managed()` and remove one by name in `_remove()`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._timers: dict[str, threading.Timer] = {}
+
+    @classmethod
+    def _managed(cls) -> list[dk.Listed]:
+        raise NotImplementedError
+
+    @classmethod
+    def _remove(cls, name: str) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def remove_resource(cls, resource: Resource) -> None:
+        cls._remove(resource.id)
+
+    @classmethod
+    def collect_orphans(cls, *, dry_run: bool = False) -> list[Resource]:
+        """Remove resources whose owner is gone, and resources past their wall time."""
+        if not cls.available():
+            return []
+        now = time.time()
+        expired = {item.name for item in cls._managed() if _deadline(item.labels) < now}
+        doomed = [r for r in cls.resources() if r.orphaned or r.id in expired]
+        if not dry_run:
+            for resource in doomed:
+                try:
+                    cls.remove_resource(resource)
+                except Exception as exc:  # one stuck resource must not stop the sweep
+                    logger.warning("could not remove %s %s: %s", cls.name, resource.id, exc)
+        return doomed
+
+    async def _create_in_thread(self, spec: EnvSpec, name: str) -> StartedEnv:
+        """Run `_create` on a thread; a cancelled start removes what the thread creates."""
+        work = asyncio.ensure_future(asyncio.to_thread(self._create, spec, name, Owner.current()))
+        try:
+            env = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.add_done_callback(lambda _: _remove_in_background(type(self), name))
+            raise
+        if spec.limits.wall_time_s:
+            timer = threading.Timer(spec.limits.wall_time_s, self._expire, (env,))
+            timer.daemon = True
+            self._timers[env.id] = timer
+            timer.start()
+        return env
+
+    def _create(self, spec: EnvSpec, name: str, owner: Owner) -> StartedEnv:
+        raise NotImplementedError
+
+    async def _stop(self, env: StartedEnv) -> None:
+        timer = self._timers.pop(env.id, None)
+        if timer is not None:
+            timer.cancel()
+        await asyncio.to_thread(type(self)._remove, env.id)
+
+    def _expire(self, env: StartedEnv) -> None:
+        """The wall time is up: remove the resource (on the timer's thread)."""
+        self._timers.pop(env.id, None)
+        self._started.pop(env.id, None)
+        logger.info("%s: %s reached its wall time; removing it", self.name, env.id)
+        try:
+            type(self)._remove(env.id)
+        except Exception as exc:
+            logger.warning("%s: could not remove %s at its wall time: %s", self.name, env.id, exc)
+
+
+class DockerProvider(EngineProvider):
     """Starts each environment as a container of the spec's image (`spec.target`).
 
     `user=None` keeps the image's own user (refused if that is root, unless
@@ -76,7 +148,6 @@ class DockerProvider(Provider):
         self.command = command
         self.default_limits = default_limits
         self.allow_root = allow_root
-        self._timers: dict[str, threading.Timer] = {}
 
     # -- availability and listing -----------------------------------------------------------
 
@@ -99,7 +170,7 @@ class DockerProvider(Provider):
     @classmethod
     def resources(cls) -> list[Resource]:
         out = []
-        for item in cls._listing(**dk.managed_filter(cls.name)):
+        for item in cls._managed():
             owner = Owner.from_labels(item.labels)
             socket_dir = item.labels.get(dk.SOCKET_DIR_LABEL)
             address = ", ".join(item.published)
@@ -120,28 +191,8 @@ class DockerProvider(Provider):
         return out
 
     @classmethod
-    def remove_resource(cls, resource: Resource) -> None:
-        cls._remove(resource.id)
-
-    @classmethod
-    def collect_orphans(cls, *, dry_run: bool = False) -> list[Resource]:
-        """Remove containers whose owner is gone, and containers past their wall time."""
-        if not cls.available():
-            return []
-        now = time.time()
-        expired = {
-            item.name
-            for item in cls._listing(**dk.managed_filter(cls.name))
-            if _deadline(item.labels) < now
-        }
-        doomed = [r for r in cls.resources() if r.orphaned or r.id in expired]
-        if not dry_run:
-            for resource in doomed:
-                try:
-                    cls.remove_resource(resource)
-                except Exception as exc:  # one stuck container must not stop the sweep
-                    logger.warning("could not remove container %s: %s", resource.id, exc)
-        return doomed
+    def _managed(cls) -> list[dk.Listed]:
+        return cls._listing(**dk.managed_filter(cls.name))
 
     @classmethod
     def _remove(cls, name: str) -> None:
@@ -161,21 +212,8 @@ class DockerProvider(Provider):
     # -- start and stop ---------------------------------------------------------------------
 
     async def _start(self, spec: EnvSpec) -> StartedEnv:
-        owner = Owner.current()
         name = dk.resource_name("docker", spec.target, uuid.uuid4().hex[:10])
-        work = asyncio.ensure_future(asyncio.to_thread(self._create, spec, name, owner))
-        try:
-            env = await asyncio.shield(work)
-        except asyncio.CancelledError:
-            # The thread runs on: remove what it creates once it is done.
-            work.add_done_callback(lambda _: _remove_in_background(type(self), name))
-            raise
-        if spec.limits.wall_time_s:
-            timer = threading.Timer(spec.limits.wall_time_s, self._expire, (env,))
-            timer.daemon = True
-            self._timers[env.id] = timer
-            timer.start()
-        return env
+        return await self._create_in_thread(spec, name)
 
     def _create(self, spec: EnvSpec, name: str, owner: Owner) -> StartedEnv:
         """Create and start the container (blocking); a failure leaves nothing behind."""
@@ -295,22 +333,6 @@ class DockerProvider(Provider):
         given = limits.model_dump(exclude_none=True)
         return ResourceLimits(**{**defaults, **given})
 
-    async def _stop(self, env: StartedEnv) -> None:
-        timer = self._timers.pop(env.id, None)
-        if timer is not None:
-            timer.cancel()
-        await asyncio.to_thread(type(self)._remove, env.id)
-
-    def _expire(self, env: StartedEnv) -> None:
-        """The wall time is up: remove the container (on the timer's thread)."""
-        self._timers.pop(env.id, None)
-        self._started.pop(env.id, None)
-        logger.info("docker: %s reached its wall time; removing it", env.id)
-        try:
-            type(self)._remove(env.id)
-        except Exception as exc:
-            logger.warning("docker: could not remove %s at its wall time: %s", env.id, exc)
-
     async def _alive(self, env: StartedEnv) -> bool:
         listed = await asyncio.to_thread(type(self)._named, env.id)
         return any(env.id in item.names and item.state == "running" for item in listed)
@@ -352,7 +374,7 @@ def _deadline(labels: dict[str, str]) -> float:
         return float("inf")
 
 
-def _remove_in_background(cls: type[DockerProvider], name: str) -> None:
+def _remove_in_background(cls: type[EngineProvider], name: str) -> None:
     def remove() -> None:
         with contextlib.suppress(Exception):
             cls._remove(name)
