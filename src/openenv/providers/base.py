@@ -236,9 +236,15 @@ class Provider(ABC):
         """HTTP status of `/health`, None when nothing answers."""
         import httpx
 
-        transport = httpx.AsyncHTTPTransport(uds=env.unix_socket) if env.unix_socket else None
+        # verify=False: probes are plain HTTP (loopback or a Unix socket), and loading the CA
+        # bundle for a TLS context costs about 60 ms of CPU per probe.
+        transport = (
+            httpx.AsyncHTTPTransport(uds=env.unix_socket, verify=False) if env.unix_socket else None
+        )
         try:
-            async with httpx.AsyncClient(transport=transport, timeout=2.0, trust_env=False) as http:
+            async with httpx.AsyncClient(
+                transport=transport, timeout=2.0, trust_env=False, verify=False
+            ) as http:
                 response = await http.get(env.base_url + "/health")
                 return response.status_code
         except httpx.HTTPError:
