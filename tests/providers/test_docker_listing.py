@@ -6,6 +6,10 @@ from a name-filtered listing, never from an engine's error text. These are the s
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -205,3 +209,44 @@ def test_services_from_the_api_and_the_cli() -> None:
     assert cli.name == api.name
     assert cli.published == ("*:30001",)
     assert dk.parse_services("") == []
+
+
+def run_python(code: str, **env: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_the_docker_sdk_loads_only_when_used() -> None:
+    code = (
+        "import sys, openenv.providers, openenv.providers.docker, openenv.providers.swarm\n"
+        "print('docker' in sys.modules)"
+    )
+    assert run_python(code) == "False"
+
+
+def test_no_engine_is_one_line_saying_what_to_do(tmp_path: Path) -> None:
+    code = (
+        "from openenv.providers.docker import DockerProvider\n"
+        "from openenv.providers.swarm import DockerSwarmProvider\n"
+        "for cls in (DockerProvider, DockerSwarmProvider):\n"
+        "    try:\n"
+        "        cls.check_available()\n"
+        "    except Exception as exc:\n"
+        "        print(type(exc).__name__, repr(str(exc)))\n"
+        "    print(cls.available(), cls.collect_orphans())\n"
+    )
+    out = run_python(code, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock").splitlines()
+    assert len(out) == 4
+    for line in out[0::2]:
+        name, message = line.split(" ", 1)
+        assert name == "ProviderUnavailableError"
+        assert "\\n" not in message
+        assert "start it" in message and "DOCKER_HOST" in message
+    assert out[1] == out[3] == "False []"

@@ -1,0 +1,117 @@
+"""One trainer process of `bench/providers_docker.py`: start an image N times through a
+provider's OpenEnv-style methods, take one step, stop; print one JSON object per start.
+
+Runs under either interpreter: ours (`--impl ours`, `ours-swarm`) or the published OpenEnv's
+venv (`--impl openenv`). The same calls on both sides: `start_container`, `wait_for_ready`, a
+reset and one echo step over a raw WebSocket (the same frames for both), `stop_container`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from websockets.sync.client import connect
+
+RESET = json.dumps({"type": "reset", "data": {}})
+STEP = json.dumps(
+    {
+        "type": "step",
+        "data": {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "hi"}},
+    }
+)
+
+
+def cpu_self() -> float:
+    """CPU seconds of this process and its waited-for children (OpenEnv runs the docker CLI)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def engine_pids() -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as f:
+                    if f.read().strip() in ("dockerd", "containerd"):
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def cpu_engine(pids: list[int]) -> float:
+    """CPU seconds of dockerd and containerd (not the per-container shims)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def provider_for(impl: str):  # type: ignore[no-untyped-def]
+    if impl == "openenv":
+        from openenv.core.containers.runtime.providers import LocalDockerProvider
+
+        return LocalDockerProvider()
+    if impl == "ours-swarm":
+        from openenv.providers.swarm import DockerSwarmProvider
+
+        return DockerSwarmProvider()
+    from openenv.providers.docker import LocalDockerProvider as Ours
+
+    return Ours()
+
+
+def first_step(base_url: str) -> None:
+    ws_url = "ws://" + base_url.split("://", 1)[1] + "/ws"
+    with connect(ws_url, max_size=None, proxy=None) as ws:
+        ws.send(RESET)
+        reply = ws.recv()
+        assert '"error"' not in str(reply)[:20], reply
+        ws.send(STEP)
+        reply = ws.recv()
+        assert '"hi"' in str(reply), reply
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--impl", choices=["ours", "ours-swarm", "openenv"], required=True)
+    parser.add_argument("--image", required=True)
+    parser.add_argument("--starts", type=int, default=5)
+    args = parser.parse_args()
+    engine = engine_pids()
+    # One start not measured: imports and first-use costs of this process.
+    for i in range(args.starts + 1):
+        provider = provider_for(args.impl)
+        cpu0, eng0, t0 = cpu_self(), cpu_engine(engine), time.perf_counter()
+        url = provider.start_container(args.image)
+        provider.wait_for_ready(url, timeout_s=120)
+        t_ready = time.perf_counter()
+        first_step(url)
+        t_step = time.perf_counter()
+        cpu1, eng1 = cpu_self(), cpu_engine(engine)
+        provider.stop_container()
+        t_stop = time.perf_counter()
+        if i == 0:
+            continue
+        record = {
+            "impl": args.impl,
+            "ready_s": t_ready - t0,
+            "first_step_s": t_step - t0,
+            "trainer_cpu_s": cpu1 - cpu0,
+            "engine_cpu_s": eng1 - eng0,
+            "stop_s": t_stop - t_step,
+        }
+        print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+    main()

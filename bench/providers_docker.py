@@ -1,0 +1,137 @@
+"""Docker start-to-first-step latency and CPU per start: our Docker (and Swarm) provider side by
+side with OpenEnv 0.10's `LocalDockerProvider`, on the same image.
+
+Each side runs as its own trainer process (`bench/_docker_start_trainer.py`): ours with this
+checkout's venv, OpenEnv's with the published package's venv (the compat tests' one). Both make
+the same calls: `start_container(image)`, `wait_for_ready`, one reset and one echo step over a
+raw WebSocket, `stop_container`. Rounds alternate between the sides so load on the shared
+machine hits them alike; each trainer's first start (imports) is not counted.
+
+    .venv/bin/python bench/providers_docker.py                      # 20 starts per side
+    .venv/bin/python bench/providers_docker.py --starts 20 --impls ours,openenv,ours-swarm
+    .venv/bin/python bench/providers_docker.py --image openenv-echo:latest --json /tmp/d.json
+
+The image is built from envs/echo_env with `openenv build` when it is not on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUR_PYTHON = REPO / ".venv" / "bin" / "python"
+TRAINER = REPO / "bench" / "_docker_start_trainer.py"
+
+
+def openenv_python() -> str:
+    sys.path.insert(0, str(REPO))
+    from tests.compat.compat_venv import ensure_compat_venv
+
+    python = ensure_compat_venv()
+    has_ws = subprocess.run([python, "-c", "import websockets.sync.client"], capture_output=True)
+    if has_ws.returncode != 0:
+        raise SystemExit(f"{python} lacks websockets (>= 12); OpenEnv 0.10 depends on it")
+    return python
+
+
+def ensure_image(image: str) -> None:
+    present = subprocess.run(["docker", "image", "inspect", image], capture_output=True)
+    if present.returncode == 0:
+        return
+    print(f"building {image} from envs/echo_env ...", file=sys.stderr)
+    subprocess.run(
+        [
+            str(OUR_PYTHON.with_name("openenv")),
+            "build",
+            str(REPO / "envs" / "echo_env"),
+            "--tag",
+            image,
+        ],
+        check=True,
+    )
+
+
+def run_round(python: str, impl: str, image: str, starts: int) -> list[dict[str, float]]:
+    env = dict(os.environ, PYTHONPYCACHEPREFIX="/tmp/openenv-bench-pycache")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    out = subprocess.run(
+        [python, str(TRAINER), "--impl", impl, "--image", image, "--starts", str(starts)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/tmp",
+        timeout=1800,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{impl} trainer failed:\n{out.stderr[-3000:]}")
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--image", default="openenv-echo:bench-providers")
+    parser.add_argument("--starts", type=int, default=20, help="measured starts per side")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds")
+    parser.add_argument("--impls", default="ours,openenv")
+    parser.add_argument("--openenv-python", default=None)
+    parser.add_argument("--json", default=None, help="write every start's figures here")
+    args = parser.parse_args()
+    impls = args.impls.split(",")
+    ensure_image(args.image)
+    pythons = {"ours": str(OUR_PYTHON), "ours-swarm": str(OUR_PYTHON)}
+    if "openenv" in impls:
+        pythons["openenv"] = args.openenv_python or openenv_python()
+    per_round = max(1, -(-args.starts // args.rounds))
+    records: dict[str, list[dict[str, float]]] = {impl: [] for impl in impls}
+    for r in range(args.rounds):
+        order = impls if r % 2 == 0 else impls[::-1]
+        for impl in order:
+            left = args.starts - len(records[impl])
+            if left > 0:
+                records[impl] += run_round(pythons[impl], impl, args.image, min(per_round, left))
+                print(f"round {r + 1}: {impl} {len(records[impl])}/{args.starts}", file=sys.stderr)
+    load = os.getloadavg()[0]
+    print(f"\nimage {args.image}, {args.starts} starts per side, load average {load:.1f}\n")
+    header = (
+        f"{'provider':<28} {'p50 s':>7} {'p95 s':>7} {'ready p50':>10} "
+        f"{'trainer CPU s':>14} {'engine CPU s':>13} {'stop p50 s':>11}"
+    )
+    print(header)
+    print("-" * len(header))
+    names = {
+        "ours": "ours: DockerProvider",
+        "ours-swarm": "ours: DockerSwarmProvider",
+        "openenv": "OpenEnv 0.10 LocalDocker",
+    }
+    p50: dict[str, float] = {}
+    for impl in impls:
+        rows = records[impl]
+        first = [row["first_step_s"] for row in rows]
+        p50[impl] = statistics.median(first)
+        print(
+            f"{names[impl]:<28} {p50[impl]:>7.2f} {percentile(first, 0.95):>7.2f} "
+            f"{statistics.median(row['ready_s'] for row in rows):>10.2f} "
+            f"{statistics.mean(row['trainer_cpu_s'] for row in rows):>14.3f} "
+            f"{statistics.mean(row['engine_cpu_s'] for row in rows):>13.3f} "
+            f"{statistics.median(row['stop_s'] for row in rows):>11.2f}"
+        )
+    if "ours" in p50 and "openenv" in p50:
+        print(f"\nOpenEnv p50 / ours p50: {p50['openenv'] / p50['ours']:.2f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1))
+
+
+if __name__ == "__main__":
+    main()
