@@ -233,6 +233,25 @@ def test_a_sigkilled_trainer_leaves_an_orphan_that_gc_removes(
     assert listed(name) == []
 
 
+def test_a_trainer_that_exits_without_stopping_leaves_nothing(
+    docker_client: Any, echo_image: str
+) -> None:
+    script = TRAINER.replace("time.sleep(600)", "").replace(
+        "asyncio.run(main())", "asyncio.run(main())\nprint('exiting', flush=True)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, echo_image],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    name, exiting = out.stdout.split()
+    assert exiting == "exiting"
+    assert listed(name) == []
+
+
 def test_openenv_compat_methods(docker_client: Any, echo_image: str) -> None:
     provider = LocalDockerProvider()
     url = provider.start_container(echo_image, env_vars={"A": "1"})

@@ -19,6 +19,7 @@ The image must be on the machine (`openenv build` makes one); the provider never
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import threading
@@ -88,6 +89,7 @@ class EngineProvider(Provider):
         except asyncio.CancelledError:
             work.add_done_callback(lambda _: _remove_in_background(type(self), name))
             raise
+        _live.add(self)
         if spec.limits.wall_time_s:
             timer = threading.Timer(spec.limits.wall_time_s, self._expire, (env,))
             timer.daemon = True
@@ -102,6 +104,8 @@ class EngineProvider(Provider):
         timer = self._timers.pop(env.id, None)
         if timer is not None:
             timer.cancel()
+        if not self._started:
+            _live.discard(self)
         await asyncio.to_thread(type(self)._remove, env.id)
 
     def _expire(self, env: StartedEnv) -> None:
@@ -372,6 +376,19 @@ def _deadline(labels: dict[str, str]) -> float:
         return float(labels[dk.DEADLINE_LABEL])
     except (KeyError, ValueError):
         return float("inf")
+
+
+#: Providers holding environments, removed when the interpreter exits normally (a trainer that
+#: returns without closing its clients); a killed trainer's are collected as orphans instead.
+_live: set[EngineProvider] = set()
+
+
+@atexit.register
+def _remove_at_exit() -> None:
+    for provider in list(_live):
+        for env in provider.started():
+            with contextlib.suppress(Exception):
+                type(provider)._remove(env.id)
 
 
 def _remove_in_background(cls: type[EngineProvider], name: str) -> None:
