@@ -67,12 +67,13 @@ def echo_image(docker_client: Any) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def swarm(docker_client: Any) -> Iterator[None]:
-    """A single-node swarm: made here when the engine is in none (and left at the end)."""
-    state = docker_client.info().get("Swarm", {}).get("LocalNodeState")
-    made = False
-    if state != "active":
-        docker_client.swarm.init()
-        made = True
+    """A single-node swarm, made by the provider's `auto_init_swarm` when the engine is in
+    none (and left again at the end)."""
+    from openenv.providers.swarm import DockerSwarmProvider
+
+    made = not DockerSwarmProvider.swarm_active()
+    DockerSwarmProvider(auto_init_swarm=True).ensure_swarm()
+    assert DockerSwarmProvider.swarm_active()
     yield
     if made:
         docker_client.swarm.leave(force=True)

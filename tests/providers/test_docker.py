@@ -160,14 +160,21 @@ async def test_an_environment_never_ready_leaves_nothing(
     assert mine() == []
 
 
-async def test_a_cancelled_start_leaves_nothing(docker_client: Any, echo_image: str) -> None:
+@pytest.mark.parametrize("when", ["creating", "waiting"])
+async def test_a_cancelled_start_leaves_nothing(
+    docker_client: Any, echo_image: str, when: str
+) -> None:
     provider = DockerProvider()
+    await asyncio.to_thread(DockerProvider.collect_orphans)  # as a first start would
     task = asyncio.ensure_future(provider.start(echo_image))
-    await asyncio.sleep(0.05)
+    if when == "creating":
+        await asyncio.sleep(0.02)  # the engine is creating the container
+    else:
+        await asyncio.to_thread(wait_until, lambda: bool(mine()))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.to_thread(wait_until, lambda: not mine())
+    await provider.close()  # waits for the removal of what a cancelled start created
     assert mine() == []
 
 

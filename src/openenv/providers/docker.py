@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import logging
 import threading
 import time
 import uuid
-from typing import Any, Optional
+from collections.abc import Callable
+from typing import Any, Optional, TypeVar
 
 from . import _docker as dk
 from .base import EnvironmentStartError, Provider, ProviderError, Resource, StartedEnv
@@ -40,6 +42,10 @@ CONTAINER_PORT = 8000
 DEFAULT_USER = "65534:65534"
 SOCKET_DIR_IN_CONTAINER = "/run/openenv"
 SOCKET_IN_CONTAINER = SOCKET_DIR_IN_CONTAINER + "/server.sock"
+_T = TypeVar("_T")
+#: Engine requests of starts run here (not on the event loop's executor): a start cancelled
+#: mid-creation finishes and removes its container on this pool, whatever the loop does.
+_engine_threads = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="openenv-engine")
 #: Ceilings applied when the spec leaves them unset.
 DEFAULT_LIMITS = ResourceLimits.model_validate({"pids": 1024})
 
@@ -52,6 +58,7 @@ class EngineProvider(Provider):
     def __init__(self) -> None:
         super().__init__()
         self._timers: dict[str, threading.Timer] = {}
+        self._pending: set[concurrent.futures.Future[Any]] = set()
 
     @classmethod
     def _managed(cls) -> list[dk.Listed]:
@@ -82,13 +89,33 @@ class EngineProvider(Provider):
         return doomed
 
     async def _create_in_thread(self, spec: EnvSpec, name: str) -> StartedEnv:
-        """Run `_create` on a thread; a cancelled start removes what the thread creates."""
-        work = asyncio.ensure_future(asyncio.to_thread(self._create, spec, name, Owner.current()))
+        """Run `_create` on a worker thread. A start cancelled while the engine creates the
+        resource removes it from that thread, so nothing depends on the event loop (which may be
+        closed by then); `close()` waits for such removals."""
+        owner = Owner.current()
+        lock = threading.Lock()
+        outcome = {"cancelled": False, "delivered": False}
+
+        def run() -> Optional[StartedEnv]:
+            env = self._create(spec, name, owner)
+            with lock:
+                if not outcome["cancelled"]:
+                    outcome["delivered"] = True
+                    return env
+            type(self)._remove(name)  # the start was cancelled meanwhile
+            return None
+
+        work = self._submit(run)
         try:
-            env = await asyncio.shield(work)
+            env = await asyncio.wrap_future(work)
         except asyncio.CancelledError:
-            work.add_done_callback(lambda _: _remove_in_background(type(self), name))
+            with lock:
+                outcome["cancelled"] = True
+                delivered = outcome["delivered"]
+            if delivered:  # done just as the start was cancelled
+                self._submit(type(self)._remove, name)
             raise
+        assert env is not None
         _live.add(self)
         if spec.limits.wall_time_s:
             timer = threading.Timer(spec.limits.wall_time_s, self._expire, (env,))
@@ -96,6 +123,19 @@ class EngineProvider(Provider):
             self._timers[env.id] = timer
             timer.start()
         return env
+
+    def _submit(self, fn: Callable[..., _T], *args: Any) -> concurrent.futures.Future[_T]:
+        work = _engine_threads.submit(fn, *args)
+        self._pending.add(work)
+        work.add_done_callback(self._pending.discard)
+        return work
+
+    async def close(self) -> None:
+        """Stop everything this provider started, and finish removals of cancelled starts."""
+        await super().close()
+        pending = list(self._pending)
+        if pending:
+            await asyncio.to_thread(concurrent.futures.wait, pending)
 
     def _create(self, spec: EnvSpec, name: str, owner: Owner) -> StartedEnv:
         raise NotImplementedError
@@ -389,11 +429,3 @@ def _remove_at_exit() -> None:
         for env in provider.started():
             with contextlib.suppress(Exception):
                 type(provider)._remove(env.id)
-
-
-def _remove_in_background(cls: type[EngineProvider], name: str) -> None:
-    def remove() -> None:
-        with contextlib.suppress(Exception):
-            cls._remove(name)
-
-    threading.Thread(target=remove, name=f"openenv-remove-{name}", daemon=True).start()
