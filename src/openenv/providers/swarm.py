@@ -51,9 +51,10 @@ _TASK_FAILED = {"failed", "rejected", "shutdown", "complete", "orphaned", "remov
 class DockerSwarmProvider(EngineProvider):
     """Starts each environment as a one-replica swarm service of the spec's image.
 
-    `auto_init_swarm=True` (OpenEnv's default) runs the equivalent of `docker swarm init` when
-    this engine is in no swarm; with False such an engine is unavailable, with a message saying
-    to run it. `publish_mode` is "host" (default) or "ingress". The other options are those of
+    `auto_init_swarm=True` (OpenEnv's default) makes this engine a single-node swarm when it is
+    in none, listening on 127.0.0.1 only (run `docker swarm init` yourself for a swarm other
+    nodes can join); with False such an engine is unavailable, with a message saying to run it.
+    `publish_mode` is "host" (default) or "ingress". The other options are those of
     `DockerProvider`.
     """
 
@@ -110,7 +111,11 @@ class DockerSwarmProvider(EngineProvider):
             )
         client = dk.engine()
         try:
-            dk.engine_call("initialise a swarm", client.swarm.init)
+            # On loopback: a swarm made behind the user's back must not listen on the network.
+            dk.engine_call(
+                "initialise a swarm",
+                lambda: client.swarm.init(advertise_addr="127.0.0.1", listen_addr="127.0.0.1:2377"),
+            )
         except ProviderError as exc:
             raise ProviderUnavailableError(
                 f"could not make this engine a swarm ({exc}); run `docker swarm init "
