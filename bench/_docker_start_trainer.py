@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 from websockets.sync.client import connect
@@ -81,36 +82,45 @@ def first_step(base_url: str) -> None:
         assert '"hi"' in str(reply), reply
 
 
+def one_start(impl: str, image: str, engine: list[int]) -> dict[str, object]:
+    provider = provider_for(impl)
+    cpu0, eng0, t0 = cpu_self(), cpu_engine(engine), time.perf_counter()
+    url = provider.start_container(image)
+    provider.wait_for_ready(url, timeout_s=120)
+    t_ready = time.perf_counter()
+    first_step(url)
+    t_step = time.perf_counter()
+    cpu1, eng1 = cpu_self(), cpu_engine(engine)
+    provider.stop_container()
+    return {
+        "impl": impl,
+        "ready_s": t_ready - t0,
+        "first_step_s": t_step - t0,
+        "trainer_cpu_s": cpu1 - cpu0,
+        "engine_cpu_s": eng1 - eng0,
+        "stop_s": time.perf_counter() - t_step,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--impl", choices=["ours", "ours-swarm", "openenv"], required=True)
     parser.add_argument("--image", required=True)
     parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument(
+        "--paced", action="store_true", help="one start per line read on stdin (after a warm-up)"
+    )
     args = parser.parse_args()
     engine = engine_pids()
     # One start not measured: imports and first-use costs of this process.
-    for i in range(args.starts + 1):
-        provider = provider_for(args.impl)
-        cpu0, eng0, t0 = cpu_self(), cpu_engine(engine), time.perf_counter()
-        url = provider.start_container(args.image)
-        provider.wait_for_ready(url, timeout_s=120)
-        t_ready = time.perf_counter()
-        first_step(url)
-        t_step = time.perf_counter()
-        cpu1, eng1 = cpu_self(), cpu_engine(engine)
-        provider.stop_container()
-        t_stop = time.perf_counter()
-        if i == 0:
-            continue
-        record = {
-            "impl": args.impl,
-            "ready_s": t_ready - t0,
-            "first_step_s": t_step - t0,
-            "trainer_cpu_s": cpu1 - cpu0,
-            "engine_cpu_s": eng1 - eng0,
-            "stop_s": t_stop - t_step,
-        }
-        print(json.dumps(record), flush=True)
+    one_start(args.impl, args.image, engine)
+    print(json.dumps({"ready": True}), flush=True)
+    if args.paced:
+        for _ in sys.stdin:
+            print(json.dumps(one_start(args.impl, args.image, engine)), flush=True)
+        return
+    for _ in range(args.starts):
+        print(json.dumps(one_start(args.impl, args.image, engine)), flush=True)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ side with OpenEnv 0.10's `LocalDockerProvider`, on the same image.
 Each side runs as its own trainer process (`bench/_docker_start_trainer.py`): ours with this
 checkout's venv, OpenEnv's with the published package's venv (the compat tests' one). Both make
 the same calls: `start_container(image)`, `wait_for_ready`, one reset and one echo step over a
-raw WebSocket, `stop_container`. Rounds alternate between the sides so load on the shared
-machine hits them alike; each trainer's first start (imports) is not counted.
+raw WebSocket, `stop_container`. Both trainers stay up and their starts alternate one by one,
+so load on the shared machine hits the sides alike; each trainer's first start (imports) is not
+counted.
 
     .venv/bin/python bench/providers_docker.py                      # 20 starts per side
     .venv/bin/python bench/providers_docker.py --starts 20 --impls ours,openenv,ours-swarm
@@ -57,20 +58,40 @@ def ensure_image(image: str) -> None:
     )
 
 
-def run_round(python: str, impl: str, image: str, starts: int) -> list[dict[str, float]]:
-    env = dict(os.environ, PYTHONPYCACHEPREFIX="/tmp/openenv-bench-pycache")
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    out = subprocess.run(
-        [python, str(TRAINER), "--impl", impl, "--image", image, "--starts", str(starts)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd="/tmp",
-        timeout=1800,
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"{impl} trainer failed:\n{out.stderr[-3000:]}")
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+class Trainer:
+    """A trainer process that starts the image once per line it reads (after a warm-up)."""
+
+    def __init__(self, python: str, impl: str, image: str) -> None:
+        env = dict(os.environ, PYTHONPYCACHEPREFIX="/tmp/openenv-bench-pycache")
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        self.impl = impl
+        self.proc = subprocess.Popen(
+            [python, str(TRAINER), "--impl", impl, "--image", image, "--paced"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd="/tmp",
+        )
+        self._read()  # the warm-up start
+
+    def _read(self) -> dict[str, float]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the {self.impl} trainer died (exit {self.proc.wait()})")
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    def start(self) -> dict[str, float]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=120)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -83,7 +104,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--image", default="openenv-echo:bench-providers")
     parser.add_argument("--starts", type=int, default=20, help="measured starts per side")
-    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds")
     parser.add_argument("--impls", default="ours,openenv")
     parser.add_argument("--openenv-python", default=None)
     parser.add_argument("--json", default=None, help="write every start's figures here")
@@ -93,15 +113,18 @@ def main() -> None:
     pythons = {"ours": str(OUR_PYTHON), "ours-swarm": str(OUR_PYTHON)}
     if "openenv" in impls:
         pythons["openenv"] = args.openenv_python or openenv_python()
-    per_round = max(1, -(-args.starts // args.rounds))
+    # Both trainers stay up; their starts alternate one by one (the first side alternates too),
+    # so load from other jobs on the machine hits both sides alike.
+    trainers = {impl: Trainer(pythons[impl], impl, args.image) for impl in impls}
     records: dict[str, list[dict[str, float]]] = {impl: [] for impl in impls}
-    for r in range(args.rounds):
-        order = impls if r % 2 == 0 else impls[::-1]
-        for impl in order:
-            left = args.starts - len(records[impl])
-            if left > 0:
-                records[impl] += run_round(pythons[impl], impl, args.image, min(per_round, left))
-                print(f"round {r + 1}: {impl} {len(records[impl])}/{args.starts}", file=sys.stderr)
+    try:
+        for i in range(args.starts):
+            for impl in impls if i % 2 == 0 else impls[::-1]:
+                records[impl].append(trainers[impl].start())
+            print(f"{i + 1}/{args.starts}", file=sys.stderr, end="\r")
+    finally:
+        for trainer in trainers.values():
+            trainer.close()
     load = os.getloadavg()[0]
     print(f"\nimage {args.image}, {args.starts} starts per side, load average {load:.1f}\n")
     header = (
