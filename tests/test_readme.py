@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -85,13 +86,15 @@ def test_readme_table_lists_every_environment_with_its_types() -> None:
         assert set(re.findall(r"`([^`]+)`", needs)) == deps, (name, needs)
 
 
-def test_quickstart_serves_echo_and_runs_an_episode() -> None:
+def test_quickstart_starts_echo_runs_an_episode_and_leaves_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
     out = subprocess.run(
         [sys.executable, "examples/quickstart.py"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "OPENENV_STATE_DIR": str(state)},
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -99,6 +102,8 @@ def test_quickstart_serves_echo_and_runs_an_episode() -> None:
     assert "Hello, World!" in lines
     assert "Hello again!" in lines
     assert "tools: echo_message, echo_with_length" in lines
+    # Both environments it started were stopped (their records go with them).
+    assert not list(state.rglob("*.json"))
 
 
 def test_author_quick_start_snippet_runs(tmp_path: Path) -> None:

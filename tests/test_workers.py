@@ -81,11 +81,15 @@ def test_websocket_attach_reaches_the_owner(two_workers: str) -> None:
         assert hello["type"] == "session"
         ws.send(json.dumps({"type": "step", "id": 1, "data": STEP["action"]}))
         assert json.loads(ws.recv())["id"] == 1
-        created.append((ws, hello["data"]["session_id"]))
-    assert {sid.split(".")[0] for _, sid in created} == {"w0", "w1"}
-    for ws, sid in created:
+        created.append((ws, hello["data"]["session_id"], hello["data"]["resume_token"]))
+    assert {sid.split(".")[0] for _, sid, _ in created} == {"w0", "w1"}
+    for ws, sid, token in created:
         ws.close()
-        with connect(f"{ws_url}?session_id={sid}", subprotocols=["openenv.v1"]) as again:
+        with connect(
+            f"{ws_url}?session_id={sid}",
+            subprotocols=["openenv.v1"],
+            additional_headers={"X-OpenEnv-Resume-Token": token},
+        ) as again:
             hello = json.loads(again.recv())
             assert hello["type"] == "session" and hello["data"]["resumed"] is True
             again.send(json.dumps({"type": "state", "id": 2}))

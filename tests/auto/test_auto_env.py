@@ -102,16 +102,16 @@ def test_unknown_name_without_base_url_is_a_typed_error():
         AutoAction.from_env("not-installed-anywhere")
 
 
-def test_installed_without_base_url_says_how_to_start_it():
-    with pytest.raises(BaseURLRequiredError, match=r"base_url.*openenv serve echo_env"):
-        AutoEnv.from_env("echo")
+def test_skip_install_without_base_url_or_image_says_what_to_pass():
+    # Without the package there is nothing to start locally. (Starting an installed
+    # environment without base_url is tested with real processes in tests/providers.)
     with pytest.raises(BaseURLRequiredError, match="base_url"):
         AutoEnv.from_env("echo", skip_install=True)
 
 
-def test_containers_are_refused_with_what_to_do():
-    with pytest.raises(AutoEnvError, match=r"docker run -p 8000:8000 openenv-echo:latest"):
-        AutoEnv.from_env("echo", docker_image="openenv-echo:latest")
+def test_environment_options_with_a_base_url_are_refused():
+    with pytest.raises(AutoEnvError, match="already running"):
+        AutoEnv.from_env("echo", base_url="http://127.0.0.1:9", limits={"memory_mb": 64})
 
 
 def test_factories_cannot_be_instantiated():

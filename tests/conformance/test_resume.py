@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 
@@ -22,6 +24,8 @@ from .helpers import (
 )
 
 SUBPROTOCOL = "openenv.v1"
+#: Spelled out, not imported: the wire name is what clients of any implementation send.
+RESUME_TOKEN_HEADER = "X-OpenEnv-Resume-Token"
 
 
 def drop(ws) -> None:
@@ -75,7 +79,7 @@ async def test_resume_after_abrupt_drop_continues_episode(counter_server: Runnin
         assert replies[f"s{i}"]["id"] == f"s{i}"
     drop(conn)
 
-    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as again:
+    async with resume_connect(counter_server, data) as again:
         frame = await recv(again)
         assert frame["type"] == "session", frame
         assert frame["data"]["session_id"] == sid
@@ -108,13 +112,12 @@ async def test_reply_lost_with_connection_is_applied_exactly_once(
     counter_server: RunningServer,
 ) -> None:
     conn, data = await open_resumable(counter_server)
-    sid = data["session_id"]
     await request(conn, {"type": "reset", "id": "r0"})
     await conn.send('{"type": "step", "id": "lost", "data": {"amount": 5}}')
     await asyncio.sleep(0.2)  # the server applies it; its reply dies with the connection
     drop(conn)
 
-    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as again:
+    async with resume_connect(counter_server, data) as again:
         assert (await recv(again))["data"]["resumed"] is True
         reply = await request(again, {"type": "step", "id": "lost", "data": {"amount": 5}})
         assert reply["id"] == "lost"
@@ -129,11 +132,10 @@ async def test_reply_lost_with_connection_is_applied_exactly_once(
 async def test_resend_while_original_is_in_flight(slow_server: RunningServer) -> None:
     """The client drops while its step runs and re-sends it: one step, one shared reply."""
     conn, data = await open_resumable(slow_server)
-    sid = data["session_id"]
     await conn.send('{"type": "step", "id": "x", "data": {"tag": "x", "delay_ms": 500}}')
     await asyncio.sleep(0.1)
     drop(conn)
-    async with ws_connect(f"{slow_server.ws_url}?session_id={sid}") as again:
+    async with resume_connect(slow_server, data) as again:
         assert (await recv(again))["data"]["resumed"] is True
         reply = await request(again, {"type": "step", "id": "x", "data": {"tag": "x"}})
         assert reply["id"] == "x"
@@ -146,12 +148,11 @@ async def test_resend_while_original_is_in_flight(slow_server: RunningServer) ->
 
 async def test_resume_with_subprotocol(counter_server: RunningServer) -> None:
     async with ws_connect(counter_server.ws_url, subprotocols=[SUBPROTOCOL]) as conn:
-        sid = (await recv(conn))["data"]["session_id"]
+        data = (await recv(conn))["data"]
+        sid = data["session_id"]
         await request(conn, {"type": "step", "id": 1, "data": {"amount": 2}})
         drop(conn)
-    async with ws_connect(
-        f"{counter_server.ws_url}?session_id={sid}", subprotocols=[SUBPROTOCOL]
-    ) as again:
+    async with resume_connect(counter_server, data, subprotocols=[SUBPROTOCOL]) as again:
         frame = await recv(again)
         assert frame["data"] == {**frame["data"], "session_id": sid, "resumed": True}
         assert (await request(again, {"type": "state"}))["data"]["step_count"] == 1
@@ -159,9 +160,8 @@ async def test_resume_with_subprotocol(counter_server: RunningServer) -> None:
 
 async def test_attach_takes_over_a_live_connection(counter_server: RunningServer) -> None:
     first, data = await open_resumable(counter_server)
-    sid = data["session_id"]
     await request(first, {"type": "step", "data": {"amount": 1}})
-    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as second:
+    async with resume_connect(counter_server, data) as second:
         assert (await recv(second))["data"]["resumed"] is True
         with pytest.raises(ConnectionClosed):
             await asyncio.wait_for(first.recv(), 5)
@@ -179,7 +179,7 @@ async def test_closed_resumable_session_cannot_be_attached(counter_server: Runni
     await request(conn, {"type": "reset"})
     await conn.send('{"type": "close"}')
     assert await expect_closed(conn) == []
-    async with ws_connect(f"{counter_server.ws_url}?session_id={data['session_id']}") as again:
+    async with resume_connect(counter_server, data) as again:
         frames = await expect_closed(again)
     assert len(frames) == 1, frames
     assert_error(frames[0], "SESSION_ERROR", "infrastructure")
@@ -197,7 +197,6 @@ async def test_session_is_gone_after_grace(
     counter_server: RunningServer, close_marker: Path
 ) -> None:
     conn, data = await open_resumable(counter_server)
-    sid = data["session_id"]
     await request(conn, {"type": "reset", "data": {"episode_id": "grace-ep"}})
     await request(conn, {"type": "step", "data": {"amount": 1}})
     drop(conn)
@@ -205,7 +204,7 @@ async def test_session_is_gone_after_grace(
     # The env is closed once the grace period is over...
     await poll(lambda: "grace-ep" in closed_episodes(close_marker), timeout=RESUME_GRACE_S + 4)
     # ...and the session can no longer be attached.
-    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as again:
+    async with resume_connect(counter_server, data) as again:
         frames = await expect_closed(again)
     assert len(frames) == 1, frames
     assert_error(frames[0], "SESSION_ERROR", "infrastructure")
@@ -214,10 +213,54 @@ async def test_session_is_gone_after_grace(
 
 async def test_session_survives_within_grace(counter_server: RunningServer) -> None:
     conn, data = await open_resumable(counter_server)
-    sid = data["session_id"]
     await request(conn, {"type": "step", "data": {"amount": 7}})
     drop(conn)
     await asyncio.sleep(RESUME_GRACE_S * 0.5)
-    async with ws_connect(f"{counter_server.ws_url}?session_id={sid}") as again:
+    async with resume_connect(counter_server, data) as again:
         assert (await recv(again))["data"]["resumed"] is True
         assert (await request(again, {"type": "state"}))["data"]["count"] == 7
+
+
+def resume_connect(server: RunningServer, data: dict[str, Any], **kwargs: Any) -> Any:
+    """Reconnect to a session as its client does: its id and the token it was announced with."""
+    return ws_connect(
+        f"{server.ws_url}?session_id={data['session_id']}",
+        additional_headers={RESUME_TOKEN_HEADER: data["resume_token"]},
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+async def test_resume_needs_the_token_and_a_refusal_harms_nothing(
+    counter_server: RunningServer, token: str | None
+) -> None:
+    conn, data = await open_resumable(counter_server)
+    await request(conn, {"type": "step", "data": {"amount": 3}})
+    headers = {RESUME_TOKEN_HEADER: token} if token else {}
+    async with ws_connect(
+        f"{counter_server.ws_url}?session_id={data['session_id']}", additional_headers=headers
+    ) as intruder:
+        frames = await expect_closed(intruder)
+    assert_error(frames[0], "SESSION_ERROR", "infrastructure")
+    # The owner's connection was not taken over and its episode goes on.
+    assert (await request(conn, {"type": "state"}))["data"]["count"] == 3
+    drop(conn)
+    async with resume_connect(counter_server, data) as again:
+        assert (await recv(again))["data"]["resumed"] is True
+
+
+async def test_http_routes_cannot_act_on_a_websocket_session(
+    counter_server: RunningServer,
+) -> None:
+    conn, data = await open_resumable(counter_server)
+    await request(conn, {"type": "step", "data": {"amount": 2}})
+    sid = data["session_id"]
+    async with httpx.AsyncClient(base_url=counter_server.url, trust_env=False) as http:
+        step = await http.post(
+            "/step", json={"action": {"amount": 5}}, headers={"X-OpenEnv-Session-Id": sid}
+        )
+        state = await http.get("/state", params={"session_id": sid})
+        delete = await http.delete(f"/sessions/{sid}")
+    for reply in (step, state, delete):
+        assert reply.status_code == 404, reply.text
+    assert (await request(conn, {"type": "state"}))["data"]["history"] == [2]

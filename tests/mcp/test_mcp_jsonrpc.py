@@ -268,3 +268,28 @@ async def test_ws_mcp_endpoint_raw_jsonrpc(tools_server):
             break
         await asyncio.sleep(0.05)
     assert _active(url) == before
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+async def test_browser_simple_requests_cannot_call_tools(echo_server, content_type):
+    """Bodies a page on any origin may POST without a CORS preflight are refused unread."""
+    body = json.dumps(_rpc("tools/call", {"name": "echo_message", "arguments": {"message": "x"}}))
+    async with httpx.AsyncClient(timeout=10) as http:
+        reply = await http.post(
+            f"{echo_server.url}/mcp", content=body, headers={"content-type": content_type}
+        )
+    assert reply.status_code == 415
+    assert "application/json" in reply.json()["error"]["message"]
+    assert "result" not in reply.json()
+    # JSON with a charset parameter is still JSON.
+    ok = await http_post_json(echo_server.url, body, "application/json; charset=utf-8")
+    assert ok["result"]
+
+
+async def http_post_json(url: str, body: str, content_type: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=10) as http:
+        reply = await http.post(f"{url}/mcp", content=body, headers={"content-type": content_type})
+    assert reply.status_code == 200, reply.text
+    return reply.json()

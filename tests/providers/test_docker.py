@@ -20,6 +20,7 @@ from echo_env import CallToolAction, EchoEnv
 from openenv.providers import EnvironmentStartError, SpecError
 from openenv.providers.docker import DockerProvider, LocalDockerProvider
 from openenv.providers.ownership import Owner
+from tests.providers.leaks import ENDINGS, assert_nothing_leaks
 from tests.support.server import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -270,3 +271,41 @@ def test_openenv_compat_methods(docker_client: Any, echo_image: str) -> None:
         assert step.observation.result == "x"
     provider.stop_container()
     assert listed(env.id) == []
+
+
+async def test_from_docker_image_owns_its_container(docker_client: Any, echo_image: str) -> None:
+    async with EchoEnv.from_docker_image(echo_image, limits={"memory_mb": 512}) as client:
+        await client.reset()
+        step = await client.step(
+            CallToolAction(tool_name="echo_message", arguments={"message": "owned"})
+        )
+        assert step.observation.result == "owned"
+        (name,) = mine()
+        assert docker_client.containers.get(name).attrs["HostConfig"]["Memory"] == 512 << 20
+    assert listed(name) == []
+
+
+async def test_a_container_killed_mid_episode_is_an_infrastructure_error(
+    docker_client: Any, echo_image: str
+) -> None:
+    from openenv.core.errors import is_infrastructure_error
+
+    async with EchoEnv.from_docker_image(echo_image) as client:
+        await client.reset()
+        (name,) = mine()
+        docker_client.containers.get(name).kill()
+        with pytest.raises(Exception) as err:
+            await client.step(CallToolAction(tool_name="echo_message", arguments={"message": "x"}))
+        assert is_infrastructure_error(err.value), repr(err.value)
+    assert listed(name) == []
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_nothing_leaks(docker_client: Any, echo_image: str, ending: str, tmp_path: Any) -> None:
+    def left_containers(trainer: Any) -> list[str]:
+        name = trainer.report["id"]
+        return [f"container {n}" for n in listed(name)]
+
+    assert_nothing_leaks(
+        "docker", echo_image, ending, state_dir=tmp_path / "state", extra_check=left_containers
+    )

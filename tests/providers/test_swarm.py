@@ -16,6 +16,7 @@ from echo_env import CallToolAction, EchoEnv
 from openenv.providers import EnvironmentStartError, SpecError
 from openenv.providers.ownership import Owner
 from openenv.providers.swarm import DockerSwarmProvider
+from tests.providers.leaks import assert_nothing_leaks
 from tests.support.server import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -155,3 +156,18 @@ def test_a_sigkilled_trainer_leaves_an_orphan_that_gc_removes(
     assert name in [r.id for r in removed]
     assert services(name) == []
     assert task_containers(name) == []
+
+
+@pytest.mark.parametrize("ending", ["sigkill", "sigterm", "exit"])
+def test_nothing_leaks(
+    docker_client: Any, swarm: None, echo_image: str, ending: str, tmp_path: Any
+) -> None:
+    def left(trainer: Any) -> list[str]:
+        name = trainer.report["id"]
+        return [f"service {n}" for n in services(name)] + [
+            f"container {n}" for n in task_containers(name)
+        ]
+
+    assert_nothing_leaks(
+        "swarm", echo_image, ending, state_dir=tmp_path / "state", extra_check=left
+    )

@@ -9,7 +9,7 @@ import typer
 
 from openenv import __version__
 
-from .commands import build, fork, init, list_envs, push, serve, skills, validate
+from .commands import build, fork, init, list_envs, ps, push, serve, skills, validate
 
 app = typer.Typer(
     name="openenv",
@@ -35,7 +35,7 @@ def root(
     """openenv command line."""
 
 
-for _command in (init, serve, validate, build, push, fork, skills, list_envs):
+for _command in (init, serve, validate, build, push, fork, skills, list_envs, ps):
     _command.register(app)
 
 

@@ -28,17 +28,22 @@ from .errors import (
     error_from_data,
 )
 from .protocol import (
+    RESUME_TOKEN_HEADER,
     SUBPROTOCOL,
     Reply,
     RequestKind,
     decode_reply,
     encode_request,
+    session_log_id,
     ws_session_url,
 )
 from .utils import convert_to_http_url, convert_to_ws_url
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
     from websockets.asyncio.client import ClientConnection
+
+    from openenv.providers.launch import PendingClient
 
     from .sync_client import SyncEnvClient
 
@@ -99,6 +104,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         resume: bool = True,
         max_reconnect_attempts: int = 5,
         reconnect_backoff_s: float = 0.2,
+        unix_socket: str | None = None,
     ) -> None:
         if base_url is None:
             raise ValueError("base_url is required (e.g. 'http://localhost:8000')")
@@ -116,6 +122,10 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.max_reconnect_attempts = max_reconnect_attempts
         self.reconnect_backoff_s = reconnect_backoff_s
         self._provider = provider
+        #: The environment this client's provider started for it, stopped by `close()`.
+        self._started_env: Any = None
+        #: Reach the server through this Unix socket; `base_url` then only names the host.
+        self.unix_socket = unix_socket
         self._ws: ClientConnection | None = None
         self._extended = False
         self._reader: asyncio.Task[None] | None = None
@@ -154,28 +164,38 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     # -- connection ---------------------------------------------------------------------
 
     async def _open(self, session_id: str | None) -> ClientConnection:
-        from websockets.asyncio.client import connect
+        from websockets.asyncio.client import connect, unix_connect
         from websockets.exceptions import InvalidHandshake
 
+        url = ws_session_url(self._ws_base, session_id)
+        options: dict[str, Any] = {
+            "subprotocols": [SUBPROTOCOL],
+            "open_timeout": self.connect_timeout_s,
+            "max_size": self.max_message_size,
+            "ping_interval": self.ping_interval_s,
+            "ping_timeout": self.ping_timeout_s,
+            # A dead link gives no closing handshake: don't wait long for one.
+            "close_timeout": self.close_timeout_s,
+            "additional_headers": self._handshake_headers(session_id) or None,
+            "compression": None,
+        }
         try:
-            return await connect(
-                ws_session_url(self._ws_base, session_id),
-                subprotocols=[SUBPROTOCOL],  # type: ignore[list-item]
-                open_timeout=self.connect_timeout_s,
-                max_size=self.max_message_size,
-                ping_interval=self.ping_interval_s,
-                ping_timeout=self.ping_timeout_s,
-                # A dead link gives no closing handshake: don't wait long for one.
-                close_timeout=self.close_timeout_s,
-                additional_headers=self.headers or None,
-                proxy=None,
-                compression=None,
-            )
+            if self.unix_socket:
+                return await unix_connect(self.unix_socket, url, **options)
+            return await connect(url, proxy=None, **options)
         except (OSError, InvalidHandshake, asyncio.TimeoutError) as exc:
+            where = self._ws_base + (f" (via {self.unix_socket})" if self.unix_socket else "")
             raise ServerUnreachableError(
-                f"Failed to connect to {self._ws_base}: {exc or type(exc).__name__}. Is the "
+                f"Failed to connect to {where}: {exc or type(exc).__name__}. Is the "
                 "environment server running at this address (try GET /health)?"
             ) from exc
+
+    def _handshake_headers(self, session_id: str | None) -> dict[str, str]:
+        headers = dict(self.headers)
+        token = self._session_info.get("resume_token")
+        if session_id and token and session_id == self._session_info.get("session_id"):
+            headers[RESUME_TOKEN_HEADER] = str(token)
+        return headers
 
     async def connect(self) -> EnvClient[ActT, ObsT, StateT]:
         """Open the connection (idempotent); a session is created or attached on the server."""
@@ -216,15 +236,89 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._lost_session = None
 
     async def close(self) -> None:
-        """Disconnect and stop the provider (container/process) this client started, if any."""
+        """Disconnect and stop the environment (process, sandbox, container) this client
+        started, if any."""
         await self.disconnect()
         provider, self._provider = self._provider, None
-        if provider is not None:
-            stop = getattr(provider, "stop_container", None) or getattr(provider, "stop", None)
-            if stop is not None:
-                result = stop()
-                if asyncio.iscoroutine(result):
-                    await result
+        env, self._started_env = self._started_env, None
+        if provider is None:
+            return
+        if env is not None:
+            await provider.stop(env)
+            return
+        # A provider written for OpenEnv: one environment per provider.
+        stop = getattr(provider, "stop_container", None) or getattr(provider, "stop", None)
+        if stop is not None:
+            result = stop()
+            if asyncio.iscoroutine(result):
+                await result
+
+    # -- starting an environment -----------------------------------------------------------
+
+    @classmethod
+    def from_env(
+        cls,
+        name_or_folder: str,
+        *,
+        provider: Any = None,
+        use_docker: bool | None = None,
+        **kwargs: Any,
+    ) -> PendingClient[Self]:
+        """Start an environment (installed name, folder or app import string) and return a
+        client that stops it on close: `await`, `async with`, or `.sync()` it.
+
+        `provider` is a provider name ('local', the default; 'sandbox', 'uv', 'docker',
+        'swarm') or instance. `use_docker=True` runs the environment's image instead.
+        Keyword arguments: `env_vars`, `limits`, `network`, `port`, `ready_timeout_s` (or
+        OpenEnv's `wait_timeout`) for the environment; client options for the client.
+        """
+        from openenv.providers.launch import PendingClient, start_owned_client
+
+        default = "docker" if use_docker else "local"
+        return PendingClient(
+            lambda: start_owned_client(cls, name_or_folder, provider, default, dict(kwargs))
+        )
+
+    @classmethod
+    def from_docker_image(
+        cls, image: str, provider: Any = None, **kwargs: Any
+    ) -> PendingClient[Self]:
+        """Run `image` (hardened: see docs/providers.md) and return a client that removes the
+        container on close: `await`, `async with`, or `.sync()` it."""
+        from openenv.providers.launch import PendingClient, start_owned_client
+
+        return PendingClient(
+            lambda: start_owned_client(cls, image, provider, "docker", dict(kwargs))
+        )
+
+    async def _own_environment_is_gone(self) -> bool:
+        env, provider = self._started_env, self._provider
+        if env is None or provider is None:
+            return False
+        try:
+            return not await provider.is_running(env)
+        except Exception:
+            return False
+
+    async def _environment_died(self, exc: BaseException) -> BaseException:
+        """When this client's own environment is gone, say so (an infrastructure failure with
+        the environment's last output) instead of reporting a mere connection problem."""
+        env, provider = self._started_env, self._provider
+        if env is None or provider is None or not await self._own_environment_is_gone():
+            return exc
+        from openenv.providers.base import EnvironmentDiedError
+
+        log = ""
+        with contextlib.suppress(Exception):
+            log = await provider.log_tail(env)
+        died = EnvironmentDiedError(
+            f"environment {env.id} ({env.spec.target}) is gone: it crashed, was killed or ran "
+            f"out of its limits. This episode failed for infrastructure reasons; start a new "
+            "environment to continue."
+            + (f"\n--- last lines of its output ---\n{log}" if log else "")
+        )
+        died.__cause__ = exc
+        return died
 
     async def __aenter__(self) -> EnvClient[ActT, ObsT, StateT]:
         return await self.connect()
@@ -305,6 +399,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 first = decode_reply(await asyncio.wait_for(ws.recv(), self.connect_timeout_s))
             except (ConnectionError, ConnectionClosed, asyncio.TimeoutError, OSError) as exc:
                 last_exc = exc
+                if await self._own_environment_is_gone():
+                    break  # no point in retrying: the failure says why
                 await asyncio.sleep(self.reconnect_backoff_s * (2**attempt))
                 continue
             except ValueError as exc:
@@ -325,7 +421,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             self._session_info = first.data
             self._ws = ws
             self._reader = asyncio.get_running_loop().create_task(self._read_loop(ws))
-            logger.info("Resumed session %s after a dropped connection", session_id)
+            logger.info("Resumed session %s after a dropped connection", session_log_id(session_id))
             for rid in sorted(self._pending):
                 with contextlib.suppress(ConnectionClosed):
                     await ws.send(self._pending[rid][0])
@@ -364,6 +460,16 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             await self.connect()
 
     async def _request(
+        self, kind: RequestKind, data: Any = None, options: dict[str, Any] | None = None
+    ) -> Reply:
+        try:
+            return await self._request_once(kind, data, options)
+        except (ConnectionError, SessionLostError, RequestTimeoutError) as exc:
+            if self._started_env is None:
+                raise
+            raise await self._environment_died(exc) from exc
+
+    async def _request_once(
         self, kind: RequestKind, data: Any = None, options: dict[str, Any] | None = None
     ) -> Reply:
         from websockets.exceptions import ConnectionClosed

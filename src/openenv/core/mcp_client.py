@@ -8,6 +8,7 @@ attached to that same session. `mode="simulation"`: tools are listed and called 
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from .client_types import StepResult
@@ -22,6 +23,8 @@ from .env_server.mcp_types import (
 from .env_server.types import Observation, State
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 from .errors import (
     ProtocolViolationError,
@@ -30,6 +33,14 @@ from .errors import (
     ToolCallError,
     error_from_data,
 )
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context per process, shared by every client (building one reads the CA bundle)."""
+    import ssl
+
+    return ssl.create_default_context()
 
 
 class MCPClientBase(EnvClient[Any, Observation, State]):
@@ -53,7 +64,12 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
 
         if self._http is None:
             self._http = httpx.AsyncClient(
+                transport=(
+                    httpx.AsyncHTTPTransport(uds=self.unix_socket) if self.unix_socket else None
+                ),
                 headers=self.headers,
+                # A TLS context costs ~60 ms to build (CA bundle); plain HTTP needs none.
+                verify=_tls_context() if self.base_url.startswith("https://") else False,
                 timeout=httpx.Timeout(self.message_timeout_s, connect=self.connect_timeout_s),
             )
         body = {
@@ -65,10 +81,12 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
         try:
             response = await self._http.post(f"{self.base_url}/mcp", json=body)
         except httpx.TransportError as exc:
-            raise ServerUnreachableError(
+            unreachable = ServerUnreachableError(
                 f"MCP request {method} to {self.base_url}/mcp failed: {exc or type(exc).__name__}"
                 ". Is the environment server running at this address (try GET /health)?"
-            ) from exc
+            )
+            unreachable.__cause__ = exc
+            raise await self._environment_died(unreachable) from exc
         try:
             reply = response.json()
         except ValueError:

@@ -15,6 +15,8 @@ What is here:
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -103,6 +105,9 @@ SESSION_HEADER = "X-OpenEnv-Session-Id"
 SESSION_QUERY = "session_id"
 #: The Streamable HTTP MCP transport's session header.
 MCP_SESSION_HEADER = "Mcp-Session-Id"
+#: Proves a reconnecting client is the one a WebSocket session was announced to: the id alone
+#: names a session, the token (sent only to its connection) lets one resume it.
+RESUME_TOKEN_HEADER = "X-OpenEnv-Resume-Token"
 NEW_SESSION = "new"
 #: Headers a session id may travel in, lower-cased as ASGI scopes carry them.
 _SESSION_HEADERS_RAW = (SESSION_HEADER.lower().encode(), MCP_SESSION_HEADER.lower().encode())
@@ -126,6 +131,22 @@ def session_id_from_rpc(params: Any) -> str | None:
     """OpenEnv's JSON-RPC dialect names the session in `params.session_id`."""
     sid = params.get(SESSION_QUERY) if isinstance(params, dict) else None
     return None if sid is None or sid == "" else str(sid)
+
+
+def session_log_id(session_id: str | None) -> str:
+    """How a session appears in logs: a short digest, never the id itself (an id is enough to
+    attach to a session, so logs must not carry it)."""
+    if not session_id:
+        return "-"
+    return "s-" + hashlib.sha256(session_id.encode()).hexdigest()[:10]
+
+
+_SESSION_IN_URL = re.compile(r"(session_id=|/sessions/)([^&\s/\"]+)")
+
+
+def redact_session_ids(text: str) -> str:
+    """`text` (a request line, a URL) with every session id replaced by its log id."""
+    return _SESSION_IN_URL.sub(lambda m: m.group(1) + session_log_id(m.group(2)), text)
 
 
 def ws_session_url(ws_url: str, session_id: str | None) -> str:

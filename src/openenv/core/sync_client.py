@@ -78,6 +78,10 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         """Close the client, then stop the loop thread."""
         loop, thread = self._loop, self._thread
         if loop is None or not loop.is_running():
+            # Never used, but it may own a started environment: stop that all the same.
+            from .utils import run_coroutine_sync
+
+            run_coroutine_sync(self._client.close())
             return
         try:
             self._run(self._client.close())

@@ -62,7 +62,8 @@ def provider_class(name: str) -> type[Provider]:
         raise ValueError(
             f"unknown provider {name!r}; expected one of {', '.join(PROVIDERS)}"
         ) from None
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    cls: type[Provider] = getattr(importlib.import_module(module_name), attr)
+    return cls
 
 
 def get_provider(name: str | Provider | None = None, **kwargs: Any) -> Provider:

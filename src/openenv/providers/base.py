@@ -12,12 +12,17 @@ OpenEnv's one-environment-per-provider methods (`start_container`, `stop_contain
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
+import os
+import signal
+import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, TypeVar
 
 from openenv.core.errors import OpenEnvError
 from openenv.core.utils import run_coroutine_sync
@@ -26,6 +31,8 @@ from .ownership import Owner
 from .spec import EnvSpec
 
 logger = logging.getLogger("openenv.providers")
+
+T = TypeVar("T")
 
 
 class ProviderError(OpenEnvError):
@@ -99,6 +106,9 @@ class Provider(ABC):
     name: ClassVar[str] = "provider"
     #: Network policy used when a spec does not choose one.
     default_network: ClassVar[str] = "egress"
+    #: What a spec's target names for this provider: "app" (an environment name, folder or
+    #: import string) or "image" (container providers; names and folders map to their image).
+    target_kind: ClassVar[str] = "app"
 
     def __init__(self) -> None:
         self._started: dict[str, StartedEnv] = {}
@@ -155,9 +165,11 @@ class Provider(ABC):
         """
         spec = EnvSpec.of(spec, **fields)
         self.check_available()
+        _live_providers.add(self)
+        _install_exit_cleanup()
         if type(self) not in _swept:
             _swept.add(type(self))
-            await asyncio.to_thread(type(self).collect_orphans)
+            await run_blocking(type(self).collect_orphans)
         env = await self._start(spec)
         self._started[env.id] = env
         if wait:
@@ -191,7 +203,7 @@ class Provider(ABC):
 
     async def is_running(self, env: StartedEnv) -> bool:
         """False once the environment is gone; used to tell a dead environment from a blip."""
-        return await self._probe(env) is not None
+        return await self._alive(env)
 
     async def wait_ready(self, env: StartedEnv, timeout_s: float = 60.0) -> None:
         """Poll `/health` until it answers 200; fail early if the environment died."""
@@ -201,7 +213,8 @@ class Provider(ABC):
             status = await self._probe(env)
             if status == 200:
                 return
-            if status is None and not await self._alive(env):
+            knows_liveness = type(self)._alive is not Provider._alive
+            if status is None and knows_liveness and not await self._alive(env):
                 raise EnvironmentStartError(
                     f"{self.name}: environment {spec_name(env)} exited before it was ready",
                     await self.log_tail(env),
@@ -229,19 +242,18 @@ class Provider(ABC):
     async def _stop(self, env: StartedEnv) -> None: ...
 
     async def _alive(self, env: StartedEnv) -> bool:
-        """Whether the environment's process/container still exists (cheap, local)."""
-        return True
+        """Whether the environment's process/container still exists. Providers that can ask
+        their engine override this; the fallback asks the server itself."""
+        return await self._probe(env) is not None
 
     async def _probe(self, env: StartedEnv) -> Optional[int]:
         """HTTP status of `/health`, None when nothing answers."""
         import httpx
 
-        # verify=False: probes are plain HTTP (loopback or a Unix socket), and loading the CA
-        # bundle for a TLS context costs about 60 ms of CPU per probe.
-        transport = (
-            httpx.AsyncHTTPTransport(uds=env.unix_socket, verify=False) if env.unix_socket else None
-        )
+        transport = httpx.AsyncHTTPTransport(uds=env.unix_socket) if env.unix_socket else None
         try:
+            # verify=False: health is probed over plain HTTP, and building a TLS context per
+            # probe would cost more than the probe.
             async with httpx.AsyncClient(
                 transport=transport, timeout=2.0, trust_env=False, verify=False
             ) as http:
@@ -300,6 +312,59 @@ class Provider(ABC):
 
 #: Provider classes whose orphans were collected in this process.
 _swept: set[type[Provider]] = set()
+#: Providers that started something in this process, stopped at exit. Strong references: a
+#: trainer that drops its client without closing it still gets its environments stopped.
+_live_providers: set[Provider] = set()
+_exit_cleanup_installed = False
+
+
+_exiting = False
+
+
+async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
+    """`asyncio.to_thread`, except at interpreter exit, where no new thread may start: there
+    the call runs inline (the exit cleanup is the only thing left to do)."""
+    if _exiting:
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
+
+
+def _stop_everything_at_exit() -> None:
+    global _exiting
+    _exiting = True
+    for provider in list(_live_providers):
+        if provider.started():
+            with contextlib.suppress(BaseException):
+                run_coroutine_sync(provider.close())
+
+
+def _install_exit_cleanup() -> None:
+    """Stop what providers started when the trainer exits: normally, on an exception, on
+    Ctrl-C, or on SIGTERM (whose default action would skip every cleanup; it becomes a normal
+    exit with status 143 when no one else handles it). SIGKILL leaves orphans for the next
+    provider start or `openenv gc`."""
+    global _exit_cleanup_installed
+    if _exit_cleanup_installed:
+        return
+    _exit_cleanup_installed = True
+    atexit.register(_stop_everything_at_exit)
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _forget_in_forked_child() -> None:
+    """A forked copy of the trainer does not own its parent's environments: its exit must not
+    stop them."""
+    _live_providers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_forked_child)
 
 
 def spec_name(env: StartedEnv) -> str:

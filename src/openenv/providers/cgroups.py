@@ -56,6 +56,16 @@ def _v2_base() -> Optional[Path]:
         return None
 
 
+def _own_path(controller: str) -> str:
+    """This process's cgroup in a v1 hierarchy ('/' when unknown)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controller in controllers.split(","):
+                return path
+    return "/"
+
+
 def create(name: str, limits: ResourceLimits) -> Optional[list[str]]:
     """Make the cgroup(s) for one environment and set its limits; None if not possible."""
     kind = mode()
@@ -79,9 +89,13 @@ def create(name: str, limits: ResourceLimits) -> Optional[list[str]]:
         if kind == "v1":
             folders = []
             for controller in ("memory", "pids", "cpu"):
-                parent = ROOT / controller
+                # Below our own cgroup, so environments stay inside whatever holds the trainer
+                # (a container's or a job's memory ceiling is not escaped).
+                parent = ROOT / controller / _own_path(controller).lstrip("/")
                 if not _writable(parent):
-                    continue
+                    parent = ROOT / controller
+                    if not _writable(parent):
+                        continue
                 folder = parent / GROUP / name
                 folder.mkdir(parents=True)
                 folders.append(str(folder))

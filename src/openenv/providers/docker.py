@@ -19,7 +19,6 @@ The image must be on the machine (`openenv build` makes one); the provider never
 from __future__ import annotations
 
 import asyncio
-import atexit
 import concurrent.futures
 import contextlib
 import logging
@@ -30,7 +29,14 @@ from collections.abc import Callable
 from typing import Any, Optional, TypeVar
 
 from . import _docker as dk
-from .base import EnvironmentStartError, Provider, ProviderError, Resource, StartedEnv
+from .base import (
+    EnvironmentStartError,
+    Provider,
+    ProviderError,
+    Resource,
+    StartedEnv,
+    run_blocking,
+)
 from .ownership import Owner
 from .spec import EnvSpec, ResourceLimits, SpecError
 
@@ -54,6 +60,9 @@ class EngineProvider(Provider):
     """What the Docker and Swarm providers share: wall-time timers, removal of expired and
     orphaned resources, and cancelled starts cleaned up. Subclasses list their resources in
     `_managed()` and remove one by name in `_remove()`."""
+
+    #: Names and folders map to the image `openenv build` gives them (`launch.image_for`).
+    target_kind = "image"
 
     def __init__(self) -> None:
         super().__init__()
@@ -116,7 +125,6 @@ class EngineProvider(Provider):
                 self._submit(type(self)._remove, name)
             raise
         assert env is not None
-        _live.add(self)
         if spec.limits.wall_time_s:
             timer = threading.Timer(spec.limits.wall_time_s, self._expire, (env,))
             timer.daemon = True
@@ -135,7 +143,7 @@ class EngineProvider(Provider):
         await super().close()
         pending = list(self._pending)
         if pending:
-            await asyncio.to_thread(concurrent.futures.wait, pending)
+            await run_blocking(concurrent.futures.wait, pending)
 
     def _create(self, spec: EnvSpec, name: str, owner: Owner) -> StartedEnv:
         raise NotImplementedError
@@ -144,9 +152,7 @@ class EngineProvider(Provider):
         timer = self._timers.pop(env.id, None)
         if timer is not None:
             timer.cancel()
-        if not self._started:
-            _live.discard(self)
-        await asyncio.to_thread(type(self)._remove, env.id)
+        await run_blocking(type(self)._remove, env.id)
 
     def _expire(self, env: StartedEnv) -> None:
         """The wall time is up: remove the resource (on the timer's thread)."""
@@ -378,11 +384,11 @@ class DockerProvider(EngineProvider):
         return ResourceLimits(**{**defaults, **given})
 
     async def _alive(self, env: StartedEnv) -> bool:
-        listed = await asyncio.to_thread(type(self)._named, env.id)
+        listed = await run_blocking(type(self)._named, env.id)
         return any(env.id in item.names and item.state == "running" for item in listed)
 
     async def log_tail(self, env: StartedEnv, lines: int = 40) -> str:
-        return await asyncio.to_thread(_logs, env.id, lines)
+        return await run_blocking(_logs, env.id, lines)
 
 
 class LocalDockerProvider(DockerProvider):
@@ -416,16 +422,3 @@ def _deadline(labels: dict[str, str]) -> float:
         return float(labels[dk.DEADLINE_LABEL])
     except (KeyError, ValueError):
         return float("inf")
-
-
-#: Providers holding environments, removed when the interpreter exits normally (a trainer that
-#: returns without closing its clients); a killed trainer's are collected as orphans instead.
-_live: set[EngineProvider] = set()
-
-
-@atexit.register
-def _remove_at_exit() -> None:
-    for provider in list(_live):
-        for env in provider.started():
-            with contextlib.suppress(Exception):
-                type(provider)._remove(env.id)

@@ -28,6 +28,9 @@ LABEL_PREFIX = "org.openenv."
 MANAGED_LABEL = LABEL_PREFIX + "managed"
 
 
+_HAS_PROC = Path("/proc/self/stat").exists()
+
+
 @cache
 def boot_id() -> str:
     with contextlib.suppress(OSError):
@@ -48,6 +51,14 @@ def process_start_time(pid: int) -> Optional[int]:
 
 def process_alive(pid: int, start_time: Optional[int]) -> bool:
     """True when `pid` still runs and is the same process (same start time) as recorded."""
+    if not _HAS_PROC:  # no /proc (macOS): existence is all we can check
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
     current = process_start_time(pid)
     if current is None:
         return False

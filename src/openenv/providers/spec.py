@@ -33,11 +33,11 @@ class ResourceLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    cpus: Optional[float] = Field(None, gt=0, description="CPU cores (fractions allowed).")
-    memory_mb: Optional[int] = Field(None, gt=0, description="Memory ceiling in MiB.")
-    pids: Optional[int] = Field(None, gt=0, description="Processes and threads at once.")
+    cpus: Optional[float] = Field(default=None, gt=0, description="CPU cores (fractions allowed).")
+    memory_mb: Optional[int] = Field(default=None, gt=0, description="Memory ceiling in MiB.")
+    pids: Optional[int] = Field(default=None, gt=0, description="Processes and threads at once.")
     wall_time_s: Optional[float] = Field(
-        None, gt=0, description="Lifetime; the provider stops the environment after it."
+        default=None, gt=0, description="Lifetime; the provider stops the environment after it."
     )
 
     def is_empty(self) -> bool:
@@ -56,7 +56,7 @@ class EnvSpec(BaseModel):
 
     target: str
     env_vars: dict[str, str] = Field(default_factory=dict)
-    limits: ResourceLimits = Field(default_factory=ResourceLimits)
+    limits: ResourceLimits = Field(default_factory=lambda: ResourceLimits())
     #: None: the provider's default (see `docs/providers.md`).
     network: Optional[NetworkPolicy] = None
     #: A host port to use; None picks a free one (no race: the server binds it itself).

@@ -22,7 +22,6 @@ Wall time works as in the docker provider (a timer in the owner, a deadline labe
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -36,6 +35,7 @@ from .base import (
     ProviderUnavailableError,
     Resource,
     StartedEnv,
+    run_blocking,
 )
 from .docker import CONTAINER_PORT, DEFAULT_LIMITS, DEFAULT_USER, EngineProvider, _logs
 from .ownership import Owner
@@ -193,7 +193,7 @@ class DockerSwarmProvider(EngineProvider):
                 "swarm: network 'none' is not supported by swarm services; use the docker "
                 "provider for an environment without network"
             )
-        await asyncio.to_thread(self.ensure_swarm)
+        await run_blocking(self.ensure_swarm)
         name = dk.resource_name("swarm", spec.target, uuid.uuid4().hex[:10])
         return await self._create_in_thread(spec, name)
 
@@ -339,14 +339,14 @@ class DockerSwarmProvider(EngineProvider):
         return sum(1 for c in self._task_containers(env.id) if c.state == "running")
 
     async def _alive(self, env: StartedEnv) -> bool:
-        containers = await asyncio.to_thread(type(self)._task_containers, env.id)
+        containers = await run_blocking(type(self)._task_containers, env.id)
         return any(c.state == "running" for c in containers)
 
     async def log_tail(self, env: StartedEnv, lines: int = 40) -> str:
         container_id = env.info.get("container_id")
         if not container_id:
             return ""
-        return await asyncio.to_thread(_logs, container_id, lines)
+        return await run_blocking(_logs, container_id, lines)
 
 
 def _merge(defaults: ResourceLimits, given: ResourceLimits) -> ResourceLimits:

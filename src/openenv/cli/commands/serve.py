@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -12,44 +10,22 @@ from typing import Optional
 import typer
 
 from openenv.core.env_server.runner import DEFAULT_HOST
-from openenv.core.manifest import DEFAULT_PORT, ManifestError, load_manifest, load_project
+from openenv.core.manifest import DEFAULT_PORT
 
 from .._output import console, fail
 
 
 def resolve_app(target: str) -> tuple[str, Optional[Path]]:
-    """Return the app import string for `target` and the folder to put on `sys.path`, if any.
+    """The app import string for `target` and the folder to put on `sys.path`, if any; exits
+    with a usage error when `target` names nothing servable."""
+    from openenv.providers.spec import SpecError
+    from openenv.providers.spec import resolve_app as resolve
 
-    `target` is an environment folder (with `openenv.yaml`), an installed environment by
-    name (`echo`, `echo_env`, `openenv-echo`), or an import string (`echo_env.server.app:app`).
-    """
-    path = Path(target)
-    if path.is_dir():
-        try:
-            project = load_project(path)
-        except ManifestError as exc:
-            fail(str(exc), "Run `openenv init NAME` to create an environment folder.", code=2)
-        return project.manifest.app, project.root
-    if ":" in target:
-        # Like uvicorn: modules in the current folder import without being installed.
-        return target, Path.cwd()
-    from openenv.auto import discover
-
-    info = discover().resolve(target)
-    if info is not None:
-        # An installed environment by any of its names: 'echo', 'echo_env', 'openenv-echo'.
-        if info.manifest_path is not None:
-            with contextlib.suppress(ManifestError):
-                return load_manifest(info.manifest_path).app, None
-        return f"{info.package}.server.app:app", None
-    if importlib.util.find_spec(target.split(".", 1)[0]) is None:
-        fail(
-            f"'{target}' is neither an environment folder nor an installed package.",
-            "Pass a folder with openenv.yaml, an environment name such as 'echo' "
-            "(see `openenv list`), or an import string such as 'echo_env.server.app:app'.",
-            code=2,
-        )
-    return f"{target}.server.app:app", None
+    try:
+        found = resolve(target)
+    except SpecError as exc:
+        fail(str(exc), "See `openenv list` for installed environments.", code=2)
+    return found.app, found.root
 
 
 def register(app: typer.Typer) -> None:

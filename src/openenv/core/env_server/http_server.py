@@ -27,6 +27,7 @@ from ..protocol import (
     session_id_from_scope,
     validation_errors,
 )
+from . import log_redaction
 from .asgi import BodyTooLarge, read_body, replay
 from .config import ServerConfig
 from .interfaces import Environment, state_class_of
@@ -271,7 +272,7 @@ class HTTPEnvServer:
                 if sid == NEW_SESSION:
                     session = await manager.create("http")
                 else:
-                    session = manager.get(sid)
+                    session = manager.get(sid, by="http")
                 try:
                     obs = await manager.reset(session, kwargs)
                 except ServerError:
@@ -297,7 +298,7 @@ class HTTPEnvServer:
                         lambda s: manager.step(s, action, kwargs)
                     )
                     return _observation_response(obs)
-                session = manager.get(sid)
+                session = manager.get(sid, by="http")
                 if request.request_id is None:
                     obs = await manager.step(session, action, kwargs)
                 else:
@@ -315,7 +316,7 @@ class HTTPEnvServer:
                 if not sid:
                     st = await manager.with_throwaway_env(manager.state)
                 else:
-                    st = await manager.state(manager.get(sid))
+                    st = await manager.state(manager.get(sid, by="http"))
                 return _json(st.model_dump())
             except ServerError as exc:
                 return _error_response(exc)
@@ -324,7 +325,7 @@ class HTTPEnvServer:
         async def close_session(session_id: str) -> Response:
             """End an HTTP session and free its slot."""
             try:
-                session = manager.get(session_id)
+                session = manager.get(session_id, by="http")
             except ServerError as exc:
                 return _error_response(exc)
             await manager.destroy(session, "closed by client")
@@ -392,6 +393,7 @@ def create_fastapi_app(
     if os.environ.get(WORKER_DIR_ENV):
         app.add_middleware(WorkerRouter)
     app.state.openenv_server = server
+    log_redaction.install()
     return app
 
 

@@ -49,6 +49,13 @@ def _server_error_to_rpc(exc: ServerError) -> _RpcError:
     return _RpcError(JsonRpcErrorCode.INTERNAL_ERROR, exc.message, exc.to_data())
 
 
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 def _is_standard_mcp(request: Request) -> bool:
     headers = request.headers
     return (
@@ -66,6 +73,17 @@ class MCPEndpoint:
     # -- transports --------------------------------------------------------------------
 
     async def http_post(self, request: Request) -> Response:
+        if not _is_json(request.headers.get("content-type", "")):
+            # A browser may POST text/plain (or a form) to any origin without asking first; a
+            # JSON body is what makes it ask (CORS preflight), which no origin here passes.
+            return self._reply(
+                rpc_error(
+                    None,
+                    JsonRpcErrorCode.INVALID_REQUEST,
+                    "POST /mcp needs Content-Type: application/json",
+                ),
+                status=415,
+            )
         body = await request.body()
         standard = _is_standard_mcp(request)
         try:
@@ -75,8 +93,8 @@ class MCPEndpoint:
         header_sid = request.headers.get(MCP_SESSION_HEADER)
         session: Session | None = None
         if header_sid:
-            session = self.manager.sessions.get(header_sid)
-            if session is None or session.closed:
+            session = self._lookup(header_sid)
+            if session is None:
                 # Streamable HTTP: an unknown session means the client must initialize again.
                 return self._reply(
                     rpc_error(
@@ -105,11 +123,18 @@ class MCPEndpoint:
         sid = request.headers.get(MCP_SESSION_HEADER)
         if not sid:
             return Response(status_code=400)
-        session = self.manager.sessions.get(sid)
+        session = self._lookup(sid)
         if session is None:
             return Response(status_code=404)
         await self.manager.destroy(session, "closed by MCP client")
         return Response(status_code=200)
+
+    def _lookup(self, session_id: str) -> Session | None:
+        """A live session HTTP MCP may act on (not one a WebSocket connection owns)."""
+        try:
+            return self.manager.get(session_id, by="mcp")
+        except SessionLostError:
+            return None
 
     @staticmethod
     def _reply(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -229,7 +254,7 @@ class MCPEndpoint:
             target = ws_session or http_session
             rpc_sid = session_id_from_rpc(params)
             if target is None and rpc_sid:
-                target = self.manager.get(rpc_sid)
+                target = self.manager.get(rpc_sid, by="mcp")
             if method == "tools/list":
                 return await self._on_env(target, self._list_tools)
             name = params.get("name")
@@ -277,7 +302,7 @@ class MCPEndpoint:
                 JsonRpcErrorCode.INVALID_REQUEST,
                 "Cannot close the session of this connection over itself; close the connection",
             )
-        session = self.manager.get(str(sid))
+        session = self.manager.get(str(sid), by="mcp")
         await self.manager.destroy(session, "closed by client")
         return {"session_id": sid, "closed": True}
 

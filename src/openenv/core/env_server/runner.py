@@ -43,6 +43,7 @@ def run_server(
 ) -> None:
     """Serve `app` (an import string such as "echo_env.server.app:app", or an app object).
 
+    `$OPENENV_UNIX_SOCKET` serves on that Unix socket instead of host/port.
     With `workers > 1` or `reload`, `app` must be an import string. Each worker process holds
     its own sessions, and requests for a session are routed to the process that holds it.
     """
@@ -50,6 +51,11 @@ def run_server(
 
     options = uvicorn_options()
     options.update(overrides)
+    unix_socket = os.environ.get("OPENENV_UNIX_SOCKET")
+    if unix_socket and "uds" not in options:
+        # A container or sandbox without a network: the provider reaches it through a socket
+        # file in a folder it shares with the environment.
+        options["uds"] = unix_socket
     if (workers > 1 or reload) and not isinstance(app, str):
         raise ValueError(
             "workers > 1 and reload need the app as an import string, e.g. 'pkg.app:app'"

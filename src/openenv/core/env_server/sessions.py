@@ -27,7 +27,7 @@ from ..errors import (
     SessionLostError,
     exception_message,
 )
-from ..protocol import RequestId
+from ..protocol import RequestId, session_log_id
 from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
 from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
@@ -317,8 +317,13 @@ class SessionManager:
                 )
         return env
 
-    def get(self, session_id: str) -> Session:
+    def get(self, session_id: str, *, by: str | None = None) -> Session:
+        """The live session `session_id`. With `by` (the transport asking), a session that a
+        WebSocket connection owns is not handed to another transport: knowing its id is not
+        enough to act on it (it answers as unknown, so its existence is not revealed)."""
         session = self.sessions.get(session_id)
+        if session is not None and by is not None and by != "ws" and session.transport == "ws":
+            session = None
         if session is None or session.closed:
             raise SessionLostError(
                 f"Unknown session_id: {session_id}. It was closed, expired, or never existed; "
@@ -354,13 +359,15 @@ class SessionManager:
             try:
                 await stack.aclose()
             except Exception:
-                logger.exception("Closing MCP session of %s failed", session.id)
+                logger.exception("Closing MCP session of %s failed", session_log_id(session.id))
         if env is None:
             return
         try:
             await self.dispatcher.run(env.close)
         except Exception:
-            logger.exception("close() of environment in session %s raised", session.id)
+            logger.exception(
+                "close() of environment in session %s raised", session_log_id(session.id)
+            )
 
     async def shutdown(self) -> None:
         if self._reaper is not None:
@@ -404,7 +411,7 @@ class SessionManager:
                 await self.destroy(session, "resume grace period expired")
                 reaped += 1
             elif idle is not None and now - session.last_activity > idle:
-                logger.info("Closing session %s after %.0fs idle", session.id, idle)
+                logger.info("Closing session %s after %.0fs idle", session_log_id(session.id), idle)
                 await self.destroy(
                     session, f"session idle for more than {idle:g}s", CLOSE_IDLE_TIMEOUT
                 )

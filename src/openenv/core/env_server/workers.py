@@ -24,7 +24,13 @@ from typing import Any, Optional
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..protocol import loads, session_id_from_rpc, session_id_from_scope
+from ..protocol import (
+    RESUME_TOKEN_HEADER,
+    SESSION_HEADER,
+    loads,
+    session_id_from_rpc,
+    session_id_from_scope,
+)
 from .asgi import read_body, replay
 
 logger = logging.getLogger("openenv.server")
@@ -37,6 +43,13 @@ def worker_prefix() -> str:
     """The session-id prefix of this process ("" when not running under the supervisor)."""
     worker = os.environ.get(WORKER_ID_ENV)
     return f"{worker}." if worker else ""
+
+
+#: Handshake headers a worker forwards with a WebSocket it hands to the session's owner.
+_FORWARDED_WS_HEADERS = frozenset(
+    name.lower().encode()
+    for name in (RESUME_TOKEN_HEADER, SESSION_HEADER, "authorization", "origin")
+)
 
 
 def _owner(session_id: str) -> Optional[str]:
@@ -131,10 +144,17 @@ class WorkerRouter:
             return
         query = scope.get("query_string", b"").decode()
         uri = f"ws://worker{scope['path']}" + (f"?{query}" if query else "")
+        # The owner checks what the client proved (resume token, credentials): pass it on.
+        passed = [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in scope["headers"]
+            if k.lower() in _FORWARDED_WS_HEADERS
+        ]
         try:
             upstream = await unix_connect(
                 self._socket_path(owner),
                 uri,
+                additional_headers=passed or None,
                 subprotocols=scope.get("subprotocols") or None,
                 max_size=None,
                 compression=None,

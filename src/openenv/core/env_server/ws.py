@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from ..errors import (
     exception_message,
 )
 from ..protocol import (
+    RESUME_TOKEN_HEADER,
     SUBPROTOCOL,
     Rejected,
     Request,
@@ -149,6 +151,9 @@ class WebSocketHandler:
     ) -> Session | None:
         try:
             session = self.manager.get(session_id)
+            if session.transport == "ws" and not _token_matches(websocket, session):
+                # Answered as unknown: a guessed or leaked id learns nothing.
+                raise SessionLostError(f"Unknown session_id: {session_id}")
         except SessionLostError as exc:
             data = exc.to_data()
             # OpenEnv clients know this failure as SESSION_ERROR; the `reason` says more.
@@ -179,6 +184,7 @@ class WebSocketHandler:
             "resume_grace_s": config.resume_grace_s,
             "session_timeout_s": config.session_timeout,
             "step_count": session.step_count,
+            "resume_token": session.resume_token,
         }
         await websocket.send_text(_text(encode_frame("session", data)))
 
@@ -292,3 +298,12 @@ class WebSocketHandler:
         if kind == "state":
             return encode_frame("state", result.model_dump(), request_id)
         return encode_frame("mcp", result, request_id)
+
+
+def _token_matches(websocket: WebSocket, session: Session) -> bool:
+    """A WebSocket session is resumed only with the token its connection was given."""
+    sent = websocket.headers.get(RESUME_TOKEN_HEADER, "")
+    expected = session.resume_token
+    if not expected:
+        return False
+    return secrets.compare_digest(sent.encode(), expected.encode())

@@ -1,0 +1,1 @@
+"""OpenEnv's import path for providers; the implementations live in `openenv.providers`."""

@@ -1,0 +1,189 @@
+"""Start an environment and hand back a client that owns it.
+
+`EnvClient.from_env`, `EnvClient.from_docker_image` and `AutoEnv.from_env` (without a base URL)
+come here. The returned `PendingClient` is what OpenEnv's factories return across versions:
+`await` it for a connected async client, `async with` it, or call `.sync()` for a blocking one.
+Whichever way, closing the client stops the environment it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Generic, Optional, TypeVar
+
+from openenv.core.utils import run_coroutine_sync
+
+from .base import Provider, StartedEnv
+from .spec import EnvSpec
+
+C = TypeVar("C")
+
+#: Keyword arguments that describe the environment (the rest configure the client).
+SPEC_FIELDS = frozenset({"env_vars", "limits", "network", "port", "ready_timeout_s"})
+CLIENT_FIELDS = frozenset(
+    {
+        "connect_timeout_s",
+        "message_timeout_s",
+        "max_message_size_mb",
+        "mode",
+        "headers",
+        "ping_interval_s",
+        "ping_timeout_s",
+        "close_timeout_s",
+        "resume",
+        "max_reconnect_attempts",
+        "reconnect_backoff_s",
+    }
+)
+
+
+def split_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(spec fields, client fields); OpenEnv's `wait_timeout` is the readiness timeout."""
+    spec: dict[str, Any] = {}
+    client: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key == "wait_timeout":
+            if value is not None:
+                spec["ready_timeout_s"] = float(value)
+        elif key in SPEC_FIELDS:
+            if value is not None:
+                spec[key] = value
+        elif key in CLIENT_FIELDS:
+            client[key] = value
+        else:
+            raise TypeError(
+                f"unexpected keyword argument {key!r}; environment options are "
+                f"{', '.join(sorted(SPEC_FIELDS | {'wait_timeout'}))} and client options are "
+                f"{', '.join(sorted(CLIENT_FIELDS))}"
+            )
+    return spec, client
+
+
+def resolve_provider(provider: Any, default: str) -> tuple[Any, bool]:
+    """(provider instance, whether we made it) from None, a name or an instance."""
+    from . import get_provider
+
+    if provider is None or isinstance(provider, str):
+        return get_provider(provider or default), True
+    return provider, False
+
+
+class PendingClient(Generic[C]):
+    """A client whose environment starts when it is awaited, entered or made sync."""
+
+    def __init__(self, create: Callable[[], Coroutine[Any, Any, C]]) -> None:
+        self._create = create
+        self._client: Optional[C] = None
+
+    def __await__(self) -> Generator[Any, None, C]:
+        return self._connected().__await__()
+
+    async def _connected(self) -> C:
+        client = await self._create()
+        try:
+            await client.connect()  # type: ignore[attr-defined]
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await client.close()  # type: ignore[attr-defined]
+            raise
+        return client
+
+    async def __aenter__(self) -> C:
+        self._client = await self._connected()
+        return self._client
+
+    async def __aexit__(self, *exc: Any) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()  # type: ignore[attr-defined]
+
+    def sync(self) -> Any:
+        """A blocking client (`SyncEnvClient`); use it in a `with` block or call `close()`."""
+        client = run_coroutine_sync(self._create())
+        return client.sync()  # type: ignore[attr-defined]
+
+
+async def start_owned_client(
+    client_cls: type[C],
+    target: str,
+    provider: Any,
+    default_provider: str,
+    kwargs: dict[str, Any],
+) -> C:
+    """Start `target` on `provider` and build an unconnected client that stops it on close."""
+    spec_fields, client_fields = split_kwargs(kwargs)
+    instance, _ = resolve_provider(provider, default_provider)
+    if not isinstance(instance, Provider):
+        return await _start_with_openenv_provider(
+            client_cls, target, instance, spec_fields, client_fields
+        )
+    if instance.target_kind == "image":
+        target = image_for(target)
+    env: StartedEnv = await instance.start(EnvSpec.of(target, **spec_fields))
+    try:
+        client = client_cls(**env.client_kwargs(), provider=instance, **client_fields)  # type: ignore[call-arg]
+    except BaseException:
+        await instance.stop(env)
+        raise
+    client._started_env = env  # type: ignore[attr-defined]
+    return client
+
+
+async def _start_with_openenv_provider(
+    client_cls: type[C],
+    image: str,
+    provider: Any,
+    spec_fields: dict[str, Any],
+    client_fields: dict[str, Any],
+) -> C:
+    """A provider written against OpenEnv's `ContainerProvider` / `RuntimeProvider` API."""
+    import asyncio
+
+    timeout = spec_fields.pop("ready_timeout_s", 30.0)
+    if hasattr(provider, "start_container"):
+        base_url = await asyncio.to_thread(provider.start_container, image, **spec_fields)
+        stop = provider.stop_container
+        try:
+            await asyncio.to_thread(provider.wait_for_ready, base_url, timeout)
+        except BaseException:
+            await asyncio.to_thread(stop)
+            raise
+    elif hasattr(provider, "start"):
+        base_url = await asyncio.to_thread(provider.start, **spec_fields)
+        stop = provider.stop
+        try:
+            await asyncio.to_thread(provider.wait_for_ready, timeout)
+        except BaseException:
+            await asyncio.to_thread(stop)
+            raise
+    else:
+        raise TypeError(
+            f"{type(provider).__name__} is not a provider: pass an openenv.providers.Provider, "
+            "a provider name ('local', 'sandbox', 'uv', 'docker', 'swarm') or an object with "
+            "OpenEnv's start_container()/stop_container() methods"
+        )
+    return client_cls(base_url=base_url, provider=provider, **client_fields)  # type: ignore[call-arg]
+
+
+def image_for(target: str) -> str:
+    """The image of an environment named by the user: an image reference stays as it is; an
+    installed environment or a folder maps to the tag `openenv build` gives it
+    ('echo' -> 'openenv-echo:latest')."""
+    from pathlib import Path
+
+    from openenv.auto.discovery import discover
+    from openenv.core.manifest import ManifestError, load_project
+
+    path = Path(target).expanduser()
+    if path.is_dir():
+        try:
+            return f"{load_project(path).image_name}:latest"
+        except ManifestError:
+            return target
+    if "/" in target or ":" in target:
+        return target
+    info = discover().resolve(target)
+    if info is not None:
+        return info.default_image
+    return target
