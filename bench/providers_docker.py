@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 OUR_PYTHON = REPO / ".venv" / "bin" / "python"
@@ -94,6 +95,22 @@ class Trainer:
         self.proc.wait(timeout=120)
 
 
+def fleet(python: str, impl: str, image: str, size: int) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPYCACHEPREFIX="/tmp/openenv-bench-pycache")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    out = subprocess.run(
+        [python, str(TRAINER), "--impl", impl, "--image", image, "--fleet", str(size)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/tmp",
+        timeout=3600,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{impl} fleet of {size} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
@@ -106,6 +123,9 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=20, help="measured starts per side")
     parser.add_argument("--impls", default="ours,openenv")
     parser.add_argument("--openenv-python", default=None)
+    parser.add_argument(
+        "--fleet", default="", help="also start this many at once, e.g. 1,32 (comma-separated)"
+    )
     parser.add_argument("--json", default=None, help="write every start's figures here")
     args = parser.parse_args()
     impls = args.impls.split(",")
@@ -115,7 +135,7 @@ def main() -> None:
         pythons["openenv"] = args.openenv_python or openenv_python()
     # Both trainers stay up; their starts alternate one by one (the first side alternates too),
     # so load from other jobs on the machine hits both sides alike.
-    trainers = {impl: Trainer(pythons[impl], impl, args.image) for impl in impls}
+    trainers = {impl: Trainer(pythons[impl], impl, args.image) for impl in impls if args.starts}
     records: dict[str, list[dict[str, float]]] = {impl: [] for impl in impls}
     try:
         for i in range(args.starts):
@@ -125,35 +145,57 @@ def main() -> None:
     finally:
         for trainer in trainers.values():
             trainer.close()
-    load = os.getloadavg()[0]
-    print(f"\nimage {args.image}, {args.starts} starts per side, load average {load:.1f}\n")
-    header = (
-        f"{'provider':<28} {'p50 s':>7} {'p95 s':>7} {'ready p50':>10} "
-        f"{'trainer CPU s':>14} {'engine CPU s':>13} {'stop p50 s':>11}"
-    )
-    print(header)
-    print("-" * len(header))
     names = {
         "ours": "ours: DockerProvider",
         "ours-swarm": "ours: DockerSwarmProvider",
         "openenv": "OpenEnv 0.10 LocalDocker",
     }
-    p50: dict[str, float] = {}
-    for impl in impls:
-        rows = records[impl]
-        first = [row["first_step_s"] for row in rows]
-        p50[impl] = statistics.median(first)
-        print(
-            f"{names[impl]:<28} {p50[impl]:>7.2f} {percentile(first, 0.95):>7.2f} "
-            f"{statistics.median(row['ready_s'] for row in rows):>10.2f} "
-            f"{statistics.mean(row['trainer_cpu_s'] for row in rows):>14.3f} "
-            f"{statistics.mean(row['engine_cpu_s'] for row in rows):>13.3f} "
-            f"{statistics.median(row['stop_s'] for row in rows):>11.2f}"
+    if args.starts > 0:
+        load = os.getloadavg()[0]
+        print(f"\nimage {args.image}, {args.starts} starts per side, load average {load:.1f}\n")
+        header = (
+            f"{'provider':<28} {'p50 s':>7} {'p95 s':>7} {'ready p50':>10} "
+            f"{'trainer CPU s':>14} {'engine CPU s':>13} {'stop p50 s':>11}"
         )
-    if "ours" in p50 and "openenv" in p50:
-        print(f"\nOpenEnv p50 / ours p50: {p50['openenv'] / p50['ours']:.2f}x")
+        print(header)
+        print("-" * len(header))
+        p50: dict[str, float] = {}
+        for impl in impls:
+            rows = records[impl]
+            first = [row["first_step_s"] for row in rows]
+            p50[impl] = statistics.median(first)
+            print(
+                f"{names[impl]:<28} {p50[impl]:>7.2f} {percentile(first, 0.95):>7.2f} "
+                f"{statistics.median(row['ready_s'] for row in rows):>10.2f} "
+                f"{statistics.mean(row['trainer_cpu_s'] for row in rows):>14.3f} "
+                f"{statistics.mean(row['engine_cpu_s'] for row in rows):>13.3f} "
+                f"{statistics.median(row['stop_s'] for row in rows):>11.2f}"
+            )
+        if "ours" in p50 and "openenv" in p50:
+            print(f"\nOpenEnv p50 / ours p50: {p50['openenv'] / p50['ours']:.2f}x")
+    fleets = []
+    for size in [int(n) for n in args.fleet.split(",") if n]:
+        for impl in impls:
+            fleets.append(fleet(pythons[impl], impl, args.image, size))
+            print(f"fleet {size}: {impl}", file=sys.stderr)
+    if fleets:
+        print(
+            f"\n{'provider':<28} {'at once':>8} {'all ready s':>12} {'trainer CPU s':>14} "
+            f"{'engine CPU s':>13} {'idle MB/env':>12} {'stop all s':>11}"
+        )
+        for row in fleets:
+            if "failed" in row:
+                print(f"{names[str(row['impl'])]:<28} {row['fleet']:>8}  {row['failed']}")
+                continue
+            memory = row["idle_mb_per_env"]
+            print(
+                f"{names[str(row['impl'])]:<28} {row['fleet']:>8} {row['all_ready_s']:>12.2f} "
+                f"{row['trainer_cpu_s']:>14.2f} {row['engine_cpu_s']:>13.2f} "
+                f"{(f'{memory:.1f}' if memory is not None else 'n/a'):>12} "
+                f"{row['stop_all_s']:>11.2f}"
+            )
     if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1))
+        Path(args.json).write_text(json.dumps({"starts": records, "fleets": fleets}, indent=1))
 
 
 if __name__ == "__main__":
