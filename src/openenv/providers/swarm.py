@@ -338,7 +338,7 @@ class DockerSwarmProvider(EngineProvider):
         """How many containers of the environment's service run now."""
         return sum(1 for c in self._task_containers(env.id) if c.state == "running")
 
-    async def _alive(self, env: StartedEnv) -> bool:
+    async def _engine_alive(self, env: StartedEnv) -> bool:
         containers = await run_blocking(type(self)._task_containers, env.id)
         return any(c.state == "running" for c in containers)
 
