@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Optional, TypeVar
+from urllib.parse import urlsplit
 
 from . import _docker as dk
 from .base import (
@@ -52,6 +53,7 @@ _T = TypeVar("_T")
 #: Engine requests of starts run here (not on the event loop's executor): a start cancelled
 #: mid-creation finishes and removes its container on this pool, whatever the loop does.
 _engine_threads = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="openenv-engine")
+PROBE_TIMEOUT_S = 2.0
 #: While an environment starts, how often the engine is asked whether it still runs.
 LIVENESS_INTERVAL_S = 1.0
 #: Ceilings applied when the spec leaves them unset.
@@ -174,6 +176,34 @@ class EngineProvider(Provider):
 
     async def _engine_alive(self, env: StartedEnv) -> bool:
         raise NotImplementedError
+
+    async def _probe(self, env: StartedEnv) -> Optional[int]:
+        """The status of `GET /health` on a bare connection, None when nothing answers: what
+        `Provider._probe` returns, without an HTTP client per probe (a fleet of containers
+        starting at once is probed thousands of times)."""
+        url = urlsplit(env.base_url)
+        try:
+            if env.unix_socket:
+                opening = asyncio.open_unix_connection(env.unix_socket)
+            else:
+                opening = asyncio.open_connection(url.hostname, url.port or 80)
+            reader, writer = await asyncio.wait_for(opening, PROBE_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError):
+            return None
+        try:
+            path = (url.path.rstrip("/") + "/health").encode()
+            writer.write(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % path)
+            line = await asyncio.wait_for(reader.readline(), PROBE_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError):
+            return None
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, asyncio.TimeoutError):
+                await asyncio.wait_for(writer.wait_closed(), PROBE_TIMEOUT_S)
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1].isdigit():
+            return int(parts[1])
+        return None
 
     async def _stop(self, env: StartedEnv) -> None:
         timer = self._timers.pop(env.id, None)
