@@ -104,27 +104,25 @@ async def test_an_episode_in_a_hardened_container(docker_client: Any, echo_image
 
 
 async def test_network_none_serves_on_a_unix_socket(docker_client: Any, echo_image: str) -> None:
-    # Until serve_main listens on OPENENV_UNIX_SOCKET itself, uvicorn is told to by hand; the
-    # command reads the variable, so the provider's setting is what is tested.
-    command = [
-        "sh",
-        "-c",
-        'exec python -m uvicorn --uds "$OPENENV_UNIX_SOCKET" echo_env.server.app:app',
-    ]
-    provider = DockerProvider(command=command)
+    provider = DockerProvider()
     env = await provider.start(echo_image, network="none")
     socket_dir = os.path.dirname(os.path.dirname(env.unix_socket or ""))
     try:
         assert env.unix_socket and await asyncio.to_thread(os.path.exists, env.unix_socket)
+        async with EchoEnv(**env.client_kwargs()) as client:
+            await client.reset()
+            step = await client.step(
+                CallToolAction(tool_name="echo_message", arguments={"message": "no net"})
+            )
+            assert step.observation.result == "no net"
         transport = httpx.AsyncHTTPTransport(uds=env.unix_socket)
         async with httpx.AsyncClient(
             transport=transport, base_url=env.base_url, timeout=10
         ) as http:
             assert (await http.get("/health")).status_code == 200
-            reset = await http.post("/reset", json={})
-            assert reset.status_code == 200, reset.text
         container = docker_client.containers.get(env.id)
         assert container.attrs["HostConfig"]["NetworkMode"] == "none"
+        assert container.attrs["HostConfig"]["PortBindings"] in ({}, None)
         _, out = container.exec_run(["ls", "/sys/class/net"])
         assert out.decode().split() == ["lo"]
     finally:
