@@ -164,6 +164,10 @@ class Provider(ABC):
         A start that fails part-way leaves nothing behind: what was created is stopped.
         """
         spec = EnvSpec.of(spec, **fields)
+        if self.target_kind == "image":
+            from .launch import image_for
+
+            spec = spec.model_copy(update={"target": image_for(spec.target)})
         self.check_available()
         _live_providers.add(self)
         _install_exit_cleanup()

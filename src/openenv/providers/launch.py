@@ -119,8 +119,6 @@ async def start_owned_client(
         return await _start_with_openenv_provider(
             client_cls, target, instance, spec_fields, client_fields
         )
-    if instance.target_kind == "image":
-        target = image_for(target)
     env: StartedEnv = await instance.start(EnvSpec.of(target, **spec_fields))
     try:
         client = client_cls(**env.client_kwargs(), provider=instance, **client_fields)  # type: ignore[call-arg]
