@@ -108,6 +108,23 @@ class ColdProcess(Provider):
         await asyncio.to_thread(process.wait)
 
 
+def tree(pid: int) -> list[int]:
+    """The environment's processes: every member of the session its leader leads (a sandboxed
+    environment is three processes)."""
+    from openenv.providers.records import session_members
+
+    return session_members(pid) or [pid] if pid else []
+
+
+def tree_cpu(pid: int) -> float:
+    return sum(cpu_seconds(p) for p in tree(pid))
+
+
+def tree_memory(pid: int) -> tuple[int, int]:
+    sizes = [memory_kb(p) for p in tree(pid)]
+    return sum(s[0] for s in sizes), sum(s[1] for s in sizes)
+
+
 def make_provider(name: str) -> Provider:
     return ColdProcess() if name == "cold-process" else get_provider(name)
 
@@ -160,7 +177,7 @@ async def measure(name: str, target: str, args: argparse.Namespace) -> Figures:
             env = await provider.start(target)
             await first_step(env, step)
             figures.latencies.append(time.perf_counter() - began)
-            server_cpu += cpu_seconds(env.info.get("pid", 0))
+            server_cpu += tree_cpu(env.info.get("pid", 0))
             await provider.stop(env)
         helpers = sum(cpu_seconds(pid) for pid in fork_server_pids()) - helpers_before
         trainer = time.process_time() - trainer_before
@@ -172,7 +189,7 @@ async def measure(name: str, target: str, args: argparse.Namespace) -> Figures:
             for client in clients:
                 await client.reset()
             await asyncio.sleep(0.5)
-            sizes = [memory_kb(env.info.get("pid", 0)) for env in started]
+            sizes = [tree_memory(env.info.get("pid", 0)) for env in started]
             figures.pss_kb = statistics.mean(s[0] for s in sizes)
             figures.uss_kb = statistics.mean(s[1] for s in sizes)
             for client in clients:
