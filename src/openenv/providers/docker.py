@@ -76,6 +76,10 @@ class EngineProvider(Provider):
         self._waiting: dict[str, float] = {}
 
     @classmethod
+    def check_available(cls) -> None:
+        dk.check_engine()
+
+    @classmethod
     def _managed(cls) -> list[dk.Listed]:
         raise NotImplementedError
 
@@ -257,10 +261,6 @@ class DockerProvider(EngineProvider):
         self.allow_root = allow_root
 
     # -- availability and listing -----------------------------------------------------------
-
-    @classmethod
-    def check_available(cls) -> None:
-        dk.check_engine()
 
     @classmethod
     def _listing(cls, **filters: Any) -> list[dk.Listed]:

@@ -143,6 +143,14 @@ class ForkServer:
             return tail(self.log, lines)
         return tail(Path(f"/proc/{self.process.pid}/fd/2"), lines)
 
+    def release_in_child(self) -> None:
+        """In a forked copy of the trainer: drop our ends of the zygote's pipes, so that the
+        zygote still sees its trainer's exit (the copy does not own it)."""
+        for stream in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    os.close(stream.fileno())
+
     def alive(self) -> bool:
         return self.process.poll() is None
 
@@ -189,10 +197,7 @@ def _close_fork_servers() -> None:
 def _forget_fork_servers_in_child() -> None:
     """A forked trainer child must not keep the zygotes' pipes open (nor close them)."""
     for server in _fork_servers.values():
-        for stream in (server.process.stdin, server.process.stdout):
-            with contextlib.suppress(Exception):
-                if stream is not None:
-                    os.close(stream.fileno())
+        server.release_in_child()
     _fork_servers.clear()
 
 

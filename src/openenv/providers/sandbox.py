@@ -430,10 +430,7 @@ def close_fork_servers() -> None:
 
 def _forget_in_child() -> None:
     for server in _servers.values():
-        for stream in (server.process.stdin, server.process.stdout):
-            with contextlib.suppress(Exception):
-                if stream is not None:
-                    os.close(stream.fileno())
+        server.release_in_child()
     _servers.clear()
     _shared.clear()
 

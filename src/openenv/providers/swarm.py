@@ -91,10 +91,6 @@ class DockerSwarmProvider(EngineProvider):
 
     # -- availability and listing -----------------------------------------------------------
 
-    @classmethod
-    def check_available(cls) -> None:
-        dk.check_engine()
-
     @staticmethod
     def swarm_active() -> bool:
         client = dk.engine()
