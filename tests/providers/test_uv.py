@@ -126,6 +126,7 @@ def test_the_server_listens_on_loopback_only() -> None:
         assert f"00000000:{port:04X}" not in local
 
 
+@pytest.mark.slow
 def test_an_init_folder_runs_with_its_own_source_for_openenv(init_folder: Path) -> None:
     assert not needs_openenv_source(init_folder)
     with UVProvider() as provider:
@@ -135,6 +136,7 @@ def test_an_init_folder_runs_with_its_own_source_for_openenv(init_folder: Path) 
         assert httpx.get(env.base_url + "/health").status_code == 200
 
 
+@pytest.mark.slow
 def test_a_folder_without_a_source_gets_this_openenv(sourceless_folder: Path) -> None:
     assert needs_openenv_source(sourceless_folder)
     with UVProvider() as provider:
@@ -143,6 +145,7 @@ def test_a_folder_without_a_source_gets_this_openenv(sourceless_folder: Path) ->
         assert httpx.post(env.base_url + "/reset", json={}).status_code == 200
 
 
+@pytest.mark.slow
 def test_a_git_url_is_cloned_shallow_and_the_clone_removed(
     init_folder: Path, tmp_path: Path
 ) -> None:
@@ -197,6 +200,7 @@ def test_a_server_that_fails_leaves_nothing_behind(tmp_path: Path) -> None:
     assert not list(Path(os.environ["OPENENV_STATE_DIR"]).glob("resources/*.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after_s", [0.01, 1.5])
 def test_a_cancelled_start_leaves_nothing_behind(after_s: float) -> None:
     """Cancelled while uv is being launched (in a thread) or while waiting for /health."""
@@ -236,6 +240,7 @@ def test_missing_uv_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> Non
 # -- limits ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_limits_hold_the_whole_tree_in_a_cgroup_or_rlimits() -> None:
     limits = ResourceLimits(memory_mb=512, pids=256)
     with UVProvider() as provider:
@@ -263,6 +268,7 @@ def test_limits_hold_the_whole_tree_in_a_cgroup_or_rlimits() -> None:
         assert not Path(folder).exists()
 
 
+@pytest.mark.slow
 def test_wall_time_stops_the_environment() -> None:
     with UVProvider() as provider:
         env = run(provider.start(ECHO, wait=False, limits=ResourceLimits(wall_time_s=2)))
@@ -293,6 +299,7 @@ def test_openenv_style_start_wait_stop() -> None:
     assert tree(pid) == []
 
 
+@pytest.mark.slow
 def test_openenv_style_start_on_a_given_port_with_env_vars() -> None:
     from tests.support.server import free_port
 
@@ -316,6 +323,7 @@ def test_openenv_style_start_on_a_given_port_with_env_vars() -> None:
         provider.stop()
 
 
+@pytest.mark.slow
 def test_openenv_style_context_manager_and_env_vars() -> None:
     with UVProvider(project_path=ECHO, env_vars={"OPENENV_LOG_LEVEL": "warning"}) as provider:
         assert provider.base_url is not None
@@ -323,6 +331,7 @@ def test_openenv_style_context_manager_and_env_vars() -> None:
     assert UVProvider.resources() == []
 
 
+@pytest.mark.slow
 def test_openenv_style_start_inside_a_running_loop_survives_the_helper_thread() -> None:
     """OpenEnv's from_env calls the synchronous start() from async code: the helper thread
     that runs it ends at once, and the environment must not die with it (PDEATHSIG)."""
@@ -377,6 +386,7 @@ def test_the_first_start_in_a_process_collects_orphans(state_dir: Path) -> None:
     assert leftovers(trainer, "uv") == []
 
 
+@pytest.mark.slow
 def test_several_at_once_get_their_own_ports() -> None:
     async def main() -> list[str]:
         async with UVProvider() as provider:
@@ -389,6 +399,7 @@ def test_several_at_once_get_their_own_ports() -> None:
     assert UVProvider.resources() == []
 
 
+@pytest.mark.slow
 def test_sigkill_of_uv_alone_does_not_orphan_the_server() -> None:
     with UVProvider() as provider:
         env = run(provider.start(ECHO))
