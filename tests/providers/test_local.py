@@ -56,6 +56,20 @@ def gone(pid: int, within_s: float = 30.0) -> bool:
     return False
 
 
+def children_of(pid: int) -> list[int]:
+    """Processes whose parent is `pid`, from /proc (no procps on a minimal machine)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
 def exists(path: str | Path) -> bool:
     return os.path.exists(path)
 
@@ -214,12 +228,7 @@ def test_a_trainer_killed_with_sigkill_leaves_nothing_after_gc(
     try:
         assert trainer.stdout is not None
         pids = json.loads(trainer.stdout.readline())
-        zygotes = [
-            int(p)
-            for p in subprocess.run(
-                ["pgrep", "-P", str(trainer.pid)], capture_output=True, text=True
-            ).stdout.split()
-        ]
+        zygotes = children_of(trainer.pid)
         trainer.send_signal(signal.SIGKILL)
         trainer.wait()
         if kill_fork_server_too:

@@ -146,6 +146,7 @@ def test_a_folder_without_a_source_gets_this_openenv(sourceless_folder: Path) ->
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_a_git_url_is_cloned_shallow_and_the_clone_removed(
     init_folder: Path, tmp_path: Path
 ) -> None:
