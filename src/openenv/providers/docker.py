@@ -80,6 +80,21 @@ class EngineProvider(Provider):
         dk.check_engine()
 
     @classmethod
+    def _as_resource(cls, item: dk.Listed, running: bool, address: str = "") -> Resource:
+        """A listed container or service as `openenv ps` shows it (owner from its labels)."""
+        owner = Owner.from_labels(item.labels)
+        return Resource(
+            id=item.name,
+            provider=cls.name,
+            target=item.labels.get(dk.TARGET_LABEL, ""),
+            owner=owner,
+            owner_alive=owner.is_alive() if owner else None,
+            running=running,
+            created_at=item.created,
+            address=address or ", ".join(item.published),
+        )
+
+    @classmethod
     def _managed(cls) -> list[dk.Listed]:
         raise NotImplementedError
 
@@ -278,23 +293,9 @@ class DockerProvider(EngineProvider):
     def resources(cls) -> list[Resource]:
         out = []
         for item in cls._managed():
-            owner = Owner.from_labels(item.labels)
             socket_dir = item.labels.get(dk.SOCKET_DIR_LABEL)
-            address = ", ".join(item.published)
-            if socket_dir:
-                address = f"{socket_dir}/sock/server.sock"
-            out.append(
-                Resource(
-                    id=item.name,
-                    provider=cls.name,
-                    target=item.labels.get(dk.TARGET_LABEL, ""),
-                    owner=owner,
-                    owner_alive=owner.is_alive() if owner else None,
-                    running=item.state == "running",
-                    created_at=item.created,
-                    address=address,
-                )
-            )
+            address = f"{socket_dir}/sock/server.sock" if socket_dir else ""
+            out.append(cls._as_resource(item, item.state == "running", address))
         return out
 
     @classmethod

@@ -145,23 +145,12 @@ class DockerSwarmProvider(EngineProvider):
 
     @classmethod
     def resources(cls) -> list[Resource]:
-        out = []
-        for item in cls._managed():
-            owner = Owner.from_labels(item.labels)
-            running = any(c.state == "running" for c in cls._task_containers(item.name))
-            out.append(
-                Resource(
-                    id=item.name,
-                    provider=cls.name,
-                    target=item.labels.get(dk.TARGET_LABEL, ""),
-                    owner=owner,
-                    owner_alive=owner.is_alive() if owner else None,
-                    running=running,
-                    created_at=item.created,
-                    address=", ".join(item.published),
-                )
+        return [
+            cls._as_resource(
+                item, any(c.state == "running" for c in cls._task_containers(item.name))
             )
-        return out
+            for item in cls._managed()
+        ]
 
     @classmethod
     def _managed(cls) -> list[dk.Listed]:
