@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.docker_engine import engine_client
+
 docker = pytest.importorskip("docker")
 
 #: Per-test bound for image tests: a build (or its first use in a fixture) takes minutes on a
@@ -31,15 +33,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI needs a running Docker engine (.ci/run starts one): {exc}")
-        pytest.skip(f"no Docker engine here: {exc}")
-    yield client
-    client.close()
+    yield from engine_client()
 
 
 def published_url(container: Any, port: str = "8000/tcp") -> str:

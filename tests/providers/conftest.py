@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.docker_engine import engine_client
 from tests.support.server import REPO
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
@@ -34,16 +35,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI needs a running Docker engine (.ci/run starts one): {exc}")
-        pytest.skip(f"no Docker engine here: {exc}")
-    yield client
-    client.close()
+    yield from engine_client()
 
 
 @pytest.fixture(scope="session")
