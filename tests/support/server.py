@@ -81,6 +81,7 @@ def serve(
     workers: int = 1,
     extra_args: Optional[list[str]] = None,
     in_process: Optional[bool] = None,
+    options: Optional[dict[str, Any]] = None,
 ) -> Iterator[RunningServer]:
     """Serve `app` (an import string) with uvicorn on a free loopback port until the block ends.
 
@@ -88,14 +89,18 @@ def serve(
     (no `env`, this interpreter, one worker, no extra uvicorn arguments). `in_process=True` with
     `env` sets those variables only while the app module is executed, so use it only for settings
     read when the app is built (`ServerConfig`, `OPENENV_MODE`), never for ones read per request.
+    `options` are uvicorn options of an in-process server (e.g. `runner.uvicorn_options()`, to
+    serve the way `openenv serve` does).
     """
     own_process = env is not None or python != sys.executable or workers != 1 or extra_args
     if in_process is None:
         in_process = not own_process
     elif in_process and (python != sys.executable or workers != 1 or extra_args):
         raise ValueError("python, workers and extra_args need a server process (in_process=False)")
+    if options and not in_process:
+        raise ValueError("options apply to an in-process server (in_process=True)")
     if in_process:
-        with _serve_in_thread(app, env or {}) as server:
+        with _serve_in_thread(app, env or {}, options or {}) as server:
             yield server
     else:
         with _serve_in_subprocess(app, env, python, workers, extra_args) as server:
@@ -190,11 +195,14 @@ def _registered(name: str, module: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _serve_in_thread(app: str, env: dict[str, str]) -> Iterator[RunningServer]:
+def _serve_in_thread(
+    app: str, env: dict[str, str], options: dict[str, Any]
+) -> Iterator[RunningServer]:
     import uvicorn
 
     # log_config=None: leave this process's logging (caplog) as it is.
-    config = uvicorn.Config(load_app(app, env), log_level="warning", log_config=None)
+    options = {**options, "log_level": "warning", "log_config": None}
+    config = uvicorn.Config(load_app(app, env), **options)
     server = uvicorn.Server(config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

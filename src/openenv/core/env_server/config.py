@@ -48,6 +48,10 @@ class ServerConfig:
     allowed_origins: tuple[str, ...] = ()
     #: Serve the interactive API pages (/docs, /redoc). Env: OPENENV_DOCS=0 turns them off.
     docs: bool = True
+    #: Invalid WebSocket messages a connection may send per second (bursts up to as many)
+    #: before it is closed (1008), so one flooding client cannot starve the others. 0: no limit.
+    #: Env: OPENENV_WS_INVALID_FRAME_LIMIT.
+    ws_invalid_frame_limit: int = 100
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerConfig:
@@ -61,6 +65,7 @@ class ServerConfig:
             "queue_timeout_s": ("OPENENV_QUEUE_TIMEOUT", float),
             "max_message_bytes": ("OPENENV_MAX_MESSAGE_BYTES", int),
             "max_threads": ("OPENENV_MAX_THREADS", int),
+            "ws_invalid_frame_limit": ("OPENENV_WS_INVALID_FRAME_LIMIT", int),
         }
         for name, (var, kind) in env_map.items():
             value = _env_number(var, kind)

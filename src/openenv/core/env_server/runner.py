@@ -18,12 +18,20 @@ DEFAULT_HOST = "127.0.0.1"
 
 
 def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
-    """Faster event loop and protocol implementations when installed (uvloop, httptools)."""
+    """Faster event loop and protocol implementations when installed (uvloop, httptools), with
+    the connection limits of `connections.ConnectionLimits` (read from the environment)."""
+    from .connections import ConnectionLimits
+
     limit = max_message_bytes or int(os.environ.get("OPENENV_MAX_MESSAGE_BYTES", 8 * 1024 * 1024))
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    ws = "websockets-sansio" if importlib.util.find_spec("websockets") else "auto"
     return {
         "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
-        "ws": "websockets-sansio" if importlib.util.find_spec("websockets") else "auto",
+        "http": http,
+        "ws": ws,
+        # Header, body and idle timeouts, bounded WebSocket sends, a connection cap: a client
+        # that connects and stalls (or stops reading) holds nothing for long.
+        **ConnectionLimits.from_env().uvicorn_options(http, ws),
         # Frames above our own limit get a typed MESSAGE_TOO_LARGE error instead of a dropped
         # connection; uvicorn only has to let them through.
         "ws_max_size": max(limit * 2, 16 * 1024 * 1024),

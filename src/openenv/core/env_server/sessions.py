@@ -29,6 +29,7 @@ from ..errors import (
 )
 from ..protocol import RequestId, session_log_id
 from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
+from .connections import close_websocket_soon, wait_closing
 from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides
@@ -342,8 +343,9 @@ class SessionManager:
         session.websocket = None
         try:
             if ws is not None:
-                with contextlib.suppress(Exception):
-                    await ws.close(code=ws_code, reason=reason[:120])
+                # On its own task, bounded: a client that does not read must not hold up the
+                # caller (the reaper serves every session).
+                close_websocket_soon(ws, ws_code, reason[:120])
             await self._close_env(session)
         finally:
             if session.inflight:
@@ -377,6 +379,7 @@ class SessionManager:
             self._reaper = None
         for session in list(self.sessions.values()):
             await self.destroy(session, "server shutting down", CLOSE_SHUTDOWN)
+        await wait_closing()
         self.dispatcher.shutdown()
 
     # -- the idle reaper ----------------------------------------------------------------

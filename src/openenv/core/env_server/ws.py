@@ -40,6 +40,7 @@ from ..protocol import (
     invalid_data,
     session_id_from_scope,
 )
+from .connections import close_websocket, close_websocket_soon
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import CLOSE_TAKEN_OVER, Session
 
@@ -49,6 +50,32 @@ if TYPE_CHECKING:
 logger = logging.getLogger("openenv.server")
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
+
+#: Close code for a connection that broke the server's rules (a flood of invalid frames).
+CLOSE_POLICY = 1008
+
+
+class InvalidFrameBudget:
+    """A token bucket of invalid frames: `rate` per second, bursts up to `rate`.
+
+    `rate` 0 or less: unlimited."""
+
+    __slots__ = ("_at", "_tokens", "rate")
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self._tokens = float(rate)
+        self._at = time.monotonic()
+
+    def spend(self) -> bool:
+        """Count one invalid frame; False once the connection is over its budget."""
+        if self.rate <= 0:
+            return True
+        now = time.monotonic()
+        self._tokens = min(float(self.rate), self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        self._tokens -= 1.0
+        return self._tokens >= 0.0
 
 
 def _text(frame: bytes) -> str:
@@ -142,9 +169,9 @@ class WebSocketHandler:
     async def _refuse(self, websocket: WebSocket, data: dict[str, Any]) -> None:
         try:
             await websocket.send_text(_text(encode_frame("error", data)))
-            await websocket.close(code=1000)
         except Exception:
-            pass
+            return
+        await close_websocket(websocket)
 
     async def _attach(
         self, websocket: WebSocket, session_id: str, extended: bool
@@ -167,10 +194,9 @@ class WebSocketHandler:
         session.touch()
         if previous is not None and previous is not websocket:
             # The old connection is presumably dead (the client came back); it loses the session.
-            try:
-                await previous.close(code=CLOSE_TAKEN_OVER, reason="session resumed elsewhere")
-            except Exception:
-                pass
+            # Closed on its own task: a half-open or non-reading old connection cannot delay
+            # the new one.
+            close_websocket_soon(previous, CLOSE_TAKEN_OVER, "session resumed elsewhere")
         if extended or session.resumable:
             await self._announce(websocket, session, resumed=True)
         return session
@@ -203,6 +229,7 @@ class WebSocketHandler:
     async def _serve(self, websocket: WebSocket, session: Session, early: list[Any]) -> None:
         receive = websocket.receive
         limit = self.manager.config.max_message_bytes
+        invalid = InvalidFrameBudget(self.manager.config.ws_invalid_frame_limit)
         while True:
             if early:
                 item = early.pop(0)
@@ -225,10 +252,13 @@ class WebSocketHandler:
                     f"Message of {size} bytes exceeds the limit of {limit} bytes",
                     limit=limit,
                 )
+                refused = True
             else:
                 try:
-                    reply = await self._handle(session, raw)
+                    reply, refused = await self._handle(session, raw)
                 except _Close as close:
+                    # This connection says goodbye itself, after the session is gone.
+                    session.websocket = None
                     await self.manager.destroy(session, "closed by client")
                     if close.request_id is not None:
                         try:
@@ -236,22 +266,33 @@ class WebSocketHandler:
                             await websocket.send_text(_text(frame))
                         except Exception:
                             pass
-                    try:
-                        await websocket.close(code=1000)
-                    except Exception:
-                        pass
+                    await close_websocket(websocket)
                     return
-            if reply is None:
-                continue
-            try:
-                await websocket.send_text(_text(reply))
-            except Exception:
-                return  # the outcome stays stored for a resumed connection
+            if reply is not None:
+                try:
+                    await websocket.send_text(_text(reply))
+                except Exception:
+                    return  # the outcome stays stored for a resumed connection
+            if refused and not invalid.spend():
+                # A flood of bad frames: answering each would take the event loop from every
+                # other session. The session itself stays (a resumable one can be resumed).
+                logger.warning(
+                    "Closing a WebSocket that sent more than %d invalid messages per second",
+                    invalid.rate,
+                )
+                await close_websocket(
+                    websocket, CLOSE_POLICY, f"more than {invalid.rate} invalid messages per second"
+                )
+                return
+            # Let other connections run between two frames of this one, even when every frame
+            # is answered without waiting (errors, async environments).
+            await asyncio.sleep(0)
 
-    async def _handle(self, session: Session, raw: str | bytes) -> bytes | None:
+    async def _handle(self, session: Session, raw: str | bytes) -> tuple[bytes | None, bool]:
+        """The reply to one frame, and whether the frame was refused as invalid."""
         request = decode_request(raw)
         if isinstance(request, Rejected):
-            return request.frame
+            return request.frame, True
         if request.kind == "close":
             raise _Close(request.id)
         rid = request.id
@@ -260,14 +301,16 @@ class WebSocketHandler:
                 result = await self.manager.once(session, rid, lambda: self._run(session, request))
             else:
                 result = await self._run(session, request)
-            return self._encode(request.kind, result, rid)
+            return self._encode(request.kind, result, rid), False
+        except InvalidRequestError as exc:
+            return encode_frame("error", exc.to_data(), rid), True
         except ServerError as exc:
-            return encode_frame("error", exc.to_data(), rid)
+            return encode_frame("error", exc.to_data(), rid), False
         except Exception as exc:  # a server bug must not end the connection
             logger.exception("Unexpected error handling a %s request", request.kind)
             return encode_error(
                 WSErrorCode.SESSION_ERROR, f"Internal error: {exception_message(exc)}", rid
-            )
+            ), False
 
     async def _run(self, session: Session, request: Request) -> Any:
         manager = self.manager
