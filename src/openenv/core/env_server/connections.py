@@ -160,22 +160,26 @@ class _HTTPTimeouts:
         self.limits = limits
         self._header_timer = _Timer()
         self._body_timer = _Timer()
+        #: Upgraded to a WebSocket (or answered with an error): HTTP deadlines no longer apply.
+        self._timers_off = False
 
     def _arm_header(self) -> None:
-        if not self._header_timer.armed:
+        if not self._header_timer.armed and not self._timers_off:
             self._header_timer.arm(self.loop, self.limits.header_timeout, self._header_expired)
 
     def _headers_done(self, has_body: bool) -> None:
         self._header_timer.cancel()
-        if has_body and not self._body_timer.armed:
+        if has_body and not self._body_timer.armed and not self._timers_off:
             self._body_timer.arm(self.loop, self.limits.body_timeout, self._body_expired)
 
     def _body_done(self) -> None:
         self._body_timer.cancel()
 
-    def _cancel_timers(self) -> None:
+    def _cancel_timers(self, *, for_good: bool = False) -> None:
         self._header_timer.cancel()
         self._body_timer.cancel()
+        if for_good:
+            self._timers_off = True
 
     def _header_expired(self) -> None:
         self._header_timer.handle = None
@@ -227,11 +231,11 @@ if HttpToolsProtocol is not None:
             super().on_message_complete()
 
         def handle_websocket_upgrade(self) -> None:
-            self._cancel_timers()
+            self._cancel_timers(for_good=True)
             super().handle_websocket_upgrade()
 
         def send_400_response(self, msg: str) -> None:
-            self._cancel_timers()
+            self._cancel_timers(for_good=True)
             super().send_400_response(msg)
 
 else:  # pragma: no cover
@@ -267,11 +271,11 @@ class H11TimeoutProtocol(_HTTPTimeouts, H11Protocol):
             self._body_done()
 
     def handle_websocket_upgrade(self, event: Any) -> None:
-        self._cancel_timers()
+        self._cancel_timers(for_good=True)
         super().handle_websocket_upgrade(event)
 
     def send_400_response(self, msg: str) -> None:
-        self._cancel_timers()
+        self._cancel_timers(for_good=True)
         super().send_400_response(msg)
 
 
