@@ -60,3 +60,11 @@ def test_client_import_bench_shows_no_server_stack_in_clients() -> None:
     assert rows["typed MCP client (from echo_env import EchoEnv)"].endswith("none")
     assert rows["openenv.core.protocol"].endswith("none")
     assert "fastapi" in rows["server stack (openenv.core.env_server.create_app)"]
+
+
+@pytest.mark.timeout(300)
+def test_fairness_bench_prints_every_flood() -> None:
+    out = _run("fairness.py", "--quick")
+    for kind in ("unloaded", "invalid", "huge", "no-read"):
+        assert kind in out
+    assert "p99 x" in out

@@ -52,6 +52,10 @@ class ServerConfig:
     #: before it is closed (1008), so one flooding client cannot starve the others. 0: no limit.
     #: Env: OPENENV_WS_INVALID_FRAME_LIMIT.
     ws_invalid_frame_limit: int = 100
+    #: Bytes per second a WebSocket connection may send, on average (bursts up to twice
+    #: max_message_bytes); beyond it its next message is read later. 0: no limit.
+    #: Env: OPENENV_WS_BYTES_PER_S.
+    ws_bytes_per_s: int = 1024 * 1024
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerConfig:
@@ -66,6 +70,7 @@ class ServerConfig:
             "max_message_bytes": ("OPENENV_MAX_MESSAGE_BYTES", int),
             "max_threads": ("OPENENV_MAX_THREADS", int),
             "ws_invalid_frame_limit": ("OPENENV_WS_INVALID_FRAME_LIMIT", int),
+            "ws_bytes_per_s": ("OPENENV_WS_BYTES_PER_S", int),
         }
         for name, (var, kind) in env_map.items():
             value = _env_number(var, kind)

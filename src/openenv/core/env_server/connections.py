@@ -287,12 +287,16 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
     def __init__(self, *args: Any, limits: ConnectionLimits, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.send_timeout = limits.ws_send_timeout
+        self.reading_stopped = False
 
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
         scope = getattr(self, "scope", None)
         if scope is not None:
-            scope["extensions"][ABORT_EXTENSION] = {"abort": self.abort}
+            scope["extensions"][ABORT_EXTENSION] = {
+                "abort": self.abort,
+                "stop_reading": self.stop_reading,
+            }
 
     def abort(self) -> None:
         """Drop the connection now, discarding whatever the client has not read."""
@@ -306,6 +310,13 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
 
+    def stop_reading(self) -> None:
+        """Read nothing more from this client (its close frame included): the kernel's buffers
+        fill and it has to wait. uvicorn's close timer ends the connection."""
+        if not self.disconnected and self.transport is not None:
+            self.reading_stopped = self.read_paused = True
+            self.transport.pause_reading()
+
     async def send(self, message: Any) -> None:
         if not self.writable.is_set() and not self.disconnected and self.send_timeout is not None:
             try:
@@ -317,6 +328,10 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
                 self.abort()
                 raise ClientDisconnected() from None
         await super().send(message)
+        if self.reading_stopped and self.read_paused is False and not self.disconnected:
+            # uvicorn resumes reading when it sends a close frame: keep it stopped.
+            self.read_paused = True
+            self.transport.pause_reading()
 
 
 def abort_websocket(websocket: WebSocket) -> bool:
@@ -325,6 +340,15 @@ def abort_websocket(websocket: WebSocket) -> bool:
     if not extension:
         return False
     extension["abort"]()
+    return True
+
+
+def stop_reading(websocket: WebSocket) -> bool:
+    """Stop reading from `websocket`'s client, if the server offers that; True if it did."""
+    extension = websocket.scope.get("extensions", {}).get(ABORT_EXTENSION)
+    if not extension:
+        return False
+    extension["stop_reading"]()
     return True
 
 

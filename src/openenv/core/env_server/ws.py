@@ -40,7 +40,7 @@ from ..protocol import (
     invalid_data,
     session_id_from_scope,
 )
-from .connections import close_websocket, close_websocket_soon
+from .connections import close_websocket, close_websocket_soon, stop_reading
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import CLOSE_TAKEN_OVER, Session
 
@@ -55,27 +55,29 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 CLOSE_POLICY = 1008
 
 
-class InvalidFrameBudget:
-    """A token bucket of invalid frames: `rate` per second, bursts up to `rate`.
+class TokenBucket:
+    """`rate` tokens per second, up to `burst` saved; `rate` 0 or less: unlimited.
 
-    `rate` 0 or less: unlimited."""
+    Per connection: invalid frames (over budget: the connection is closed) and received bytes
+    (over budget: the next frame is read later, so the kernel makes the client wait)."""
 
-    __slots__ = ("_at", "_tokens", "rate")
+    __slots__ = ("_at", "_tokens", "burst", "rate")
 
-    def __init__(self, rate: int) -> None:
+    def __init__(self, rate: float, burst: float | None = None) -> None:
         self.rate = rate
-        self._tokens = float(rate)
+        self.burst = float(rate if burst is None else burst)
+        self._tokens = self.burst
         self._at = time.monotonic()
 
-    def spend(self) -> bool:
-        """Count one invalid frame; False once the connection is over its budget."""
+    def take(self, amount: float = 1.0) -> float:
+        """Spend `amount`; the seconds until the budget is whole again (0.0: within it)."""
         if self.rate <= 0:
-            return True
+            return 0.0
         now = time.monotonic()
-        self._tokens = min(float(self.rate), self._tokens + (now - self._at) * self.rate)
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
         self._at = now
-        self._tokens -= 1.0
-        return self._tokens >= 0.0
+        self._tokens -= amount
+        return 0.0 if self._tokens >= 0.0 else -self._tokens / self.rate
 
 
 def _text(frame: bytes) -> str:
@@ -229,7 +231,9 @@ class WebSocketHandler:
     async def _serve(self, websocket: WebSocket, session: Session, early: list[Any]) -> None:
         receive = websocket.receive
         limit = self.manager.config.max_message_bytes
-        invalid = InvalidFrameBudget(self.manager.config.ws_invalid_frame_limit)
+        config = self.manager.config
+        invalid = TokenBucket(config.ws_invalid_frame_limit)
+        inbound = TokenBucket(config.ws_bytes_per_s, max(2 * limit, config.ws_bytes_per_s))
         while True:
             if early:
                 item = early.pop(0)
@@ -244,8 +248,8 @@ class WebSocketHandler:
             if session.closed or session.websocket is not websocket:
                 return
             size = len(raw)
-            if isinstance(raw, str) and size * 4 > limit:
-                size = len(raw.encode())
+            if isinstance(raw, str) and limit >= size and size * 4 > limit and not raw.isascii():
+                size = len(raw.encode())  # characters > limit already means bytes > limit
             if size > limit:
                 reply: bytes | None = encode_error(
                     WSErrorCode.MESSAGE_TOO_LARGE,
@@ -273,20 +277,23 @@ class WebSocketHandler:
                     await websocket.send_text(_text(reply))
                 except Exception:
                     return  # the outcome stays stored for a resumed connection
-            if refused and not invalid.spend():
+            if refused and invalid.take():
                 # A flood of bad frames: answering each would take the event loop from every
                 # other session. The session itself stays (a resumable one can be resumed).
                 logger.warning(
                     "Closing a WebSocket that sent more than %d invalid messages per second",
-                    invalid.rate,
+                    config.ws_invalid_frame_limit,
                 )
-                await close_websocket(
-                    websocket, CLOSE_POLICY, f"more than {invalid.rate} invalid messages per second"
-                )
+                # Parsing (to discard) what it keeps sending until its close reply would cost as
+                # much as answering it: read nothing more; uvicorn's close timer ends it.
+                stop_reading(websocket)
+                reason = f"more than {config.ws_invalid_frame_limit} invalid messages per second"
+                await close_websocket(websocket, CLOSE_POLICY, reason)
                 return
             # Let other connections run between two frames of this one, even when every frame
-            # is answered without waiting (errors, async environments).
-            await asyncio.sleep(0)
+            # is answered without waiting (errors, async environments); a connection sending
+            # more bytes than its share waits before its next frame is read.
+            await asyncio.sleep(inbound.take(size))
 
     async def _handle(self, session: Session, raw: str | bytes) -> tuple[bytes | None, bool]:
         """The reply to one frame, and whether the frame was refused as invalid."""
