@@ -218,6 +218,10 @@ async def victim(port: int, seconds: float, steps_min: int) -> list[float]:
     return latencies
 
 
+def _rate(per_s: float) -> str:
+    return f"{per_s:,.0f}" if per_s >= 10 else f"{per_s:.2f}"
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -315,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{row['max_ms']:.1f}",
             f"{row['p50_ratio']:.2f}",
             f"{row['p99_ratio']:.2f}",
-            f"{row['flood_per_s']:,.0f}" if row["kind"] != "unloaded" else "-",
+            _rate(row["flood_per_s"]) if row["kind"] != "unloaded" else "-",
             str(row["connections"]) if row["kind"] != "unloaded" else "-",
         )
     Console(width=140).print(table)

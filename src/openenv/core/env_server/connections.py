@@ -15,8 +15,9 @@ Settings (environment variables, seconds; empty or 0 disables a timeout):
   `timeout_keep_alive`).
 - `OPENENV_WS_SEND_TIMEOUT` (20): a WebSocket client that leaves a reply unread this long (its
   buffers full) is disconnected; a resumable session stays detached, its outcomes kept for resume.
-- `OPENENV_MAX_CONNECTIONS` (4096): requests and WebSocket handshakes beyond this many open
-  connections get 503 (uvicorn's `limit_concurrency`).
+- `OPENENV_MAX_CONNECTIONS` (4096): HTTP requests arriving while this many connections are
+  open get 503 (uvicorn's `limit_concurrency`; WebSocket handshakes are bounded by the session
+  pool and its queue instead).
 """
 
 from __future__ import annotations
