@@ -49,6 +49,16 @@ def _server_error_to_rpc(exc: ServerError) -> _RpcError:
     return _RpcError(JsonRpcErrorCode.INTERNAL_ERROR, exc.message, exc.to_data())
 
 
+def _opens_session(method: str, ws_session: Session | None, http_session: Session | None) -> bool:
+    """Whether `method` would open a new session (over WebSocket the connection is the
+    session; `initialize` on an HTTP session re-uses it)."""
+    if ws_session is not None:
+        return False
+    if method == "openenv/session/create":
+        return True
+    return method == "initialize" and http_session is None
+
+
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (
@@ -108,7 +118,9 @@ class MCPEndpoint:
         if isinstance(message, list):
             replies = []
             for item in message:
-                reply = await self.handle(item, http_session=session, standard=standard)
+                reply = await self.handle(
+                    item, http_session=session, standard=standard, in_batch=True
+                )
                 if reply is not None:
                     replies.append(reply)
             return self._reply(replies) if replies else Response(status_code=202)
@@ -117,6 +129,10 @@ class MCPEndpoint:
         )
         if reply is None:
             return Response(status_code=202)
+        if standard and isinstance(message, dict) and "id" not in message:
+            # Streamable HTTP: a notification the server does not accept is an HTTP error
+            # (OpenEnv's dialect answers every POST with 200).
+            return self._reply(reply, status=400)
         return self._reply(reply, headers=extra_headers)
 
     async def http_delete(self, request: Request) -> Response:
@@ -190,8 +206,15 @@ class MCPEndpoint:
         http_session: Session | None = None,
         standard: bool = False,
         out_headers: dict[str, str] | None = None,
+        in_batch: bool = False,
     ) -> dict[str, Any] | None:
-        """Answer one JSON-RPC message; None for a notification."""
+        """Answer one JSON-RPC message; None for a notification.
+
+        A session is only opened when its id can reach the client: `initialize` and
+        `openenv/session/create` sent as notifications (no reply to carry the id), and
+        `initialize` in a batch (its id travels in a header a batch cannot set; MCP forbids
+        it), are refused as invalid requests and open nothing.
+        """
         if not isinstance(message, dict):
             return rpc_error(
                 None, JsonRpcErrorCode.INVALID_REQUEST, "Invalid request: expected an object"
@@ -203,6 +226,21 @@ class MCPEndpoint:
                 message.get("id"), JsonRpcErrorCode.INVALID_REQUEST, f"Invalid request: {exc}"
             )
         is_notification = "id" not in message
+        if _opens_session(request.method, ws_session, http_session):
+            if is_notification:
+                # JSON-RPC answers an invalid request with a null id, even for a notification.
+                return rpc_error(
+                    None,
+                    JsonRpcErrorCode.INVALID_REQUEST,
+                    f"Invalid request: '{request.method}' opens a session, so it needs an id: "
+                    "a notification gets no reply to carry the session id",
+                )
+            if in_batch and request.method == "initialize":
+                return rpc_error(
+                    request.id,
+                    JsonRpcErrorCode.INVALID_REQUEST,
+                    "Invalid request: 'initialize' must not be part of a batch",
+                )
         try:
             result = await self._dispatch(
                 request,
@@ -280,10 +318,17 @@ class MCPEndpoint:
     ) -> dict[str, Any]:
         requested = params.get("protocolVersion")
         version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
-        if ws_session is None and http_session is None:
+        session = ws_session or http_session
+        if session is None:
             session = await self.manager.create("mcp")
+            try:
+                meta = await self.server.metadata(session)
+            except BaseException:
+                await self.manager.destroy(session, "initialize failed")
+                raise
             out_headers[MCP_SESSION_HEADER] = session.id
-        meta = await self.server.metadata()
+        else:
+            meta = await self.server.metadata(session)
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},

@@ -257,10 +257,11 @@ class WebSocketHandler:
         rid = request.id
         try:
             if rid is not None and session.resumable:
-                result = await self.manager.once(session, rid, lambda: self._run(session, request))
-            else:
-                result = await self._run(session, request)
-            return self._encode(request.kind, result, rid)
+                # The encoded frame is what is kept for a re-send (measured in bytes).
+                return await self.manager.once(
+                    session, rid, lambda: self._run_encoded(session, request)
+                )
+            return await self._run_encoded(session, request)
         except ServerError as exc:
             return encode_frame("error", exc.to_data(), rid)
         except Exception as exc:  # a server bug must not end the connection
@@ -268,6 +269,9 @@ class WebSocketHandler:
             return encode_error(
                 WSErrorCode.SESSION_ERROR, f"Internal error: {exception_message(exc)}", rid
             )
+
+    async def _run_encoded(self, session: Session, request: Request) -> bytes:
+        return self._encode(request.kind, await self._run(session, request), request.id)
 
     async def _run(self, session: Session, request: Request) -> Any:
         manager = self.manager
