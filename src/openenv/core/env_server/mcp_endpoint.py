@@ -19,7 +19,14 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from ..errors import CapacityReachedError, FactoryError, ServerError, SessionLostError
-from ..protocol import MCP_SESSION_HEADER, dumps, loads, session_id_from_rpc
+from ..protocol import (
+    MAX_REQUEST_ID_CHARS,
+    MCP_SESSION_HEADER,
+    dumps,
+    loads,
+    session_id_from_rpc,
+    session_log_id,
+)
 from .mcp_environment import ToolCallFailed, tool_result_mcp, tool_result_payload
 from .mcp_types import JsonRpcErrorCode, JsonRpcRequest, ToolErrorType, rpc_error, rpc_result
 from .sessions import Session
@@ -47,6 +54,29 @@ def _server_error_to_rpc(exc: ServerError) -> _RpcError:
     if isinstance(exc, (CapacityReachedError, FactoryError)):
         return _RpcError(JsonRpcErrorCode.SERVER_ERROR, exc.message, exc.to_data())
     return _RpcError(JsonRpcErrorCode.INTERNAL_ERROR, exc.message, exc.to_data())
+
+
+def _request_id(message: Any) -> str | int | None:
+    """The id to answer an invalid request with: its own when that is a valid JSON-RPC id,
+    else null (an id of any other shape is not echoed back)."""
+    rid = message.get("id") if isinstance(message, dict) else None
+    if type(rid) is int or (type(rid) is str and len(rid) <= MAX_REQUEST_ID_CHARS):
+        return rid
+    return None
+
+
+def _session_param(params: dict[str, Any]) -> str | None:
+    """`params.session_id` (OpenEnv's dialect): a string id; anything else is invalid params
+    (and is not echoed back)."""
+    raw = params.get("session_id")
+    if raw is not None and (type(raw) is bool or not isinstance(raw, (str, int))):
+        raise _RpcError(JsonRpcErrorCode.INVALID_PARAMS, "'session_id' must be a string")
+    sid = session_id_from_rpc(params)
+    if sid is not None and len(sid) > MAX_REQUEST_ID_CHARS:
+        raise _RpcError(
+            JsonRpcErrorCode.INVALID_PARAMS, f"Unknown session_id: {session_log_id(sid)}"
+        )
+    return sid
 
 
 def _opens_session(method: str, ws_session: Session | None, http_session: Session | None) -> bool:
@@ -108,7 +138,7 @@ class MCPEndpoint:
                 # Streamable HTTP: an unknown session means the client must initialize again.
                 return self._reply(
                     rpc_error(
-                        message.get("id") if isinstance(message, dict) else None,
+                        _request_id(message),
                         JsonRpcErrorCode.INVALID_PARAMS,
                         f"Unknown session_id: {header_sid}",
                     ),
@@ -223,7 +253,9 @@ class MCPEndpoint:
             request = JsonRpcRequest.model_validate(message)
         except ValidationError as exc:
             return rpc_error(
-                message.get("id"), JsonRpcErrorCode.INVALID_REQUEST, f"Invalid request: {exc}"
+                _request_id(message),
+                JsonRpcErrorCode.INVALID_REQUEST,
+                f"Invalid request: {exc}",
             )
         is_notification = "id" not in message
         if _opens_session(request.method, ws_session, http_session):
@@ -290,7 +322,7 @@ class MCPEndpoint:
             return await self._close_session(params, ws_session)
         if method in ("tools/list", "tools/call"):
             target = ws_session or http_session
-            rpc_sid = session_id_from_rpc(params)
+            rpc_sid = _session_param(params)
             if target is None and rpc_sid:
                 target = self.manager.get(rpc_sid, by="mcp")
             if method == "tools/list":
@@ -337,7 +369,7 @@ class MCPEndpoint:
         }
 
     async def _close_session(self, params: dict[str, Any], ws_session: Session | None) -> Any:
-        sid = params.get("session_id")
+        sid = _session_param(params)
         if not sid:
             raise _RpcError(
                 JsonRpcErrorCode.INVALID_PARAMS, "Invalid params - 'session_id' is required"
@@ -347,7 +379,7 @@ class MCPEndpoint:
                 JsonRpcErrorCode.INVALID_REQUEST,
                 "Cannot close the session of this connection over itself; close the connection",
             )
-        session = self.manager.get(str(sid), by="mcp")
+        session = self.manager.get(sid, by="mcp")
         await self.manager.destroy(session, "closed by client")
         return {"session_id": sid, "closed": True}
 
