@@ -382,7 +382,7 @@ def encode_error(
 ERROR_INPUT_DEPTH = 6
 ERROR_INPUT_ITEMS = 16
 ERROR_INPUT_CHARS = 200
-#: Field errors listed in one reply at most (the rest are summarised by a count).
+#: Field errors listed in one reply, at most (a client needs the first ones to fix its input).
 MAX_FIELD_ERRORS = 32
 _INT64 = 2**63
 
