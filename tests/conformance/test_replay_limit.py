@@ -119,3 +119,40 @@ async def test_http_request_ids_share_the_byte_budget(replay_server: RunningServ
         closed = await http.delete(f"/sessions/{sid}")
         assert closed.status_code == 200
     await wait_capacity(replay_server.url, active_sessions=0)
+
+
+async def test_a_kept_reply_answers_a_resend_on_another_transport(
+    replay_server: RunningServer,
+) -> None:
+    """Replies are kept without their transport's envelope: a session opened over MCP and
+    driven over /ws and HTTP answers a re-send on either from the same stored reply."""
+    await wait_capacity(replay_server.url, active_sessions=0)
+    async with httpx.AsyncClient(base_url=replay_server.url, timeout=TIMEOUT) as http:
+        rpc = {"jsonrpc": "2.0", "method": "openenv/session/create", "id": 1}
+        sid = (await http.post("/mcp", json=rpc)).json()["result"]["session_id"]
+        headers = {"X-OpenEnv-Session-Id": sid}
+        async with ws_connect(
+            f"{replay_server.ws_url}?session_id={sid}", subprotocols=["openenv.v1"]
+        ) as ws:
+            assert (await recv(ws))["type"] == "session"
+            frame = json.loads(await _step(ws, "w1", 10))
+            over_http = await http.post(
+                "/step", json={"action": {"size": 10}, "request_id": "w1"}, headers=headers
+            )
+            assert over_http.status_code == 200, over_http.text
+            assert over_http.json() == {**frame["data"], "session_id": sid}
+
+            first = await http.post(
+                "/step", json={"action": {"size": 20}, "request_id": "h1"}, headers=headers
+            )
+            again = json.loads(await _step(ws, "h1", 20))
+            assert again == {"type": "observation", "data": _without_sid(first.json()), "id": "h1"}
+            state = await http.get("/state", headers=headers)
+            assert state.json()["step_count"] == 2
+        rpc = {"jsonrpc": "2.0", "method": "openenv/session/close", "id": 2}
+        await http.post("/mcp", json={**rpc, "params": {"session_id": sid}})
+    await wait_capacity(replay_server.url, active_sessions=0)
+
+
+def _without_sid(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k != "session_id"}

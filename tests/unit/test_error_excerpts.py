@@ -14,9 +14,12 @@ from openenv.core.protocol import (
     ERROR_INPUT_DEPTH,
     ERROR_INPUT_ITEMS,
     MAX_FIELD_ERRORS,
+    EncodedReply,
     Rejected,
     Request,
     decode_request,
+    dumps,
+    encode_frame,
     error_excerpt,
     validation_errors,
 )
@@ -95,3 +98,12 @@ def test_reply_evicted_is_an_infrastructure_error() -> None:
     exc = errors.error_from_data(errors.ReplyEvictedError("gone").to_data())
     assert isinstance(exc, errors.ReplyEvictedError)
     assert exc.http_status == 410 and errors.is_infrastructure_error(exc)
+
+
+@pytest.mark.parametrize("request_id", [None, 7, 'a"b'])
+def test_encoded_reply_matches_encoding_the_whole_frame(request_id: object) -> None:
+    data = {"observation": {"x": [1, 2]}, "reward": 0.5, "done": False, "metadata": {}}
+    reply = EncodedReply("observation", dumps(data))
+    assert reply.frame(request_id) == encode_frame("observation", data, request_id)  # type: ignore[arg-type]
+    assert reply.with_field("session_id", "s") == dumps({**data, "session_id": "s"})
+    assert EncodedReply("state", b"{}").with_field("k", 1) == b'{"k":1}'

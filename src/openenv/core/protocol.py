@@ -354,6 +354,28 @@ def encode_frame(kind: str, data: Any, request_id: RequestId | None = None) -> b
     return dumps(msg)
 
 
+class EncodedReply(NamedTuple):
+    """A reply encoded once, without what differs per transport (the WebSocket envelope and
+    request id, HTTP's session id). Sessions keep these for re-sent requests, measured in bytes,
+    and any transport answers a re-send from one."""
+
+    kind: str  # the WebSocket reply type: "observation", "state" or "mcp"
+    payload: bytes  # the JSON of the reply's data (an object)
+
+    def frame(self, request_id: RequestId | None = None) -> bytes:
+        """The WebSocket frame, byte for byte what `encode_frame` makes of the same reply."""
+        head = b'{"type":' + dumps(self.kind) + b',"data":' + self.payload
+        if request_id is None:
+            return head + b"}"
+        return head + b',"id":' + dumps(request_id) + b"}"
+
+    def with_field(self, name: str, value: Any) -> bytes:
+        """The payload with one more key at its end (as if added to the dict before encoding)."""
+        extra = dumps(name) + b":" + dumps(value) + b"}"
+        body = self.payload.rstrip()
+        return body[:-1] + (extra if body.endswith(b"{}") else b"," + extra)
+
+
 def encode_request(
     kind: RequestKind,
     data: Any = None,

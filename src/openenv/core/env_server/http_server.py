@@ -18,6 +18,7 @@ from ..errors import ServerError
 from ..protocol import (
     NEW_SESSION,
     SESSION_HEADER,
+    EncodedReply,
     ResetRequest,
     ResetResponse,
     StepRequest,
@@ -63,15 +64,11 @@ def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None
     )
 
 
-def _observation_body(obs: Observation, session_id: str | None = None) -> bytes:
+def _observation_response(obs: Observation, session_id: str | None = None) -> Response:
     payload = serialize_observation(obs)
     if session_id is not None:
         payload["session_id"] = session_id
-    return dumps_observation(payload, obs)
-
-
-def _observation_response(obs: Observation, session_id: str | None = None) -> Response:
-    return _body_response(_observation_body(obs, session_id), session_id)
+    return _body_response(dumps_observation(payload, obs), session_id)
 
 
 def _body_response(body: bytes, session_id: str | None) -> Response:
@@ -316,12 +313,13 @@ class HTTPEnvServer:
                     obs = await manager.step(session, action, kwargs)
                     return _observation_response(obs, session.id)
 
-                async def step_encoded() -> bytes:
+                async def step_encoded() -> EncodedReply:
                     obs = await manager.step(session, action, kwargs)
-                    return _observation_body(obs, session.id)
+                    payload = dumps_observation(serialize_observation(obs), obs)
+                    return EncodedReply("observation", payload)
 
-                body = await manager.once(session, request.request_id, step_encoded)
-                return _body_response(body, session.id)
+                reply = await manager.once(session, request.request_id, step_encoded)
+                return _body_response(reply.with_field("session_id", session.id), session.id)
             except ServerError as exc:
                 return _error_response(exc)
 

@@ -28,7 +28,7 @@ from ..errors import (
     SessionLostError,
     exception_message,
 )
-from ..protocol import RequestId, session_log_id
+from ..protocol import EncodedReply, RequestId, session_log_id
 from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
 from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
@@ -42,7 +42,7 @@ logger = logging.getLogger("openenv.server")
 
 T = TypeVar("T")
 #: What a request came to: its encoded reply, or the error it raised.
-Outcome = Union[bytes, ServerError]
+Outcome = Union[EncodedReply, ServerError]
 
 #: WebSocket close codes the server uses when it ends a session itself.
 CLOSE_IDLE_TIMEOUT = 4001
@@ -99,8 +99,8 @@ def _replayable(exc: Exception) -> ServerError:
 
 
 def _outcome_size(outcome: Outcome) -> int:
-    if isinstance(outcome, (bytes, bytearray)):
-        return len(outcome)
+    if isinstance(outcome, EncodedReply):
+        return 64 + len(outcome.payload)
     return 256 + len(outcome.message) + sum(len(str(v)) for v in outcome.data.values())
 
 
@@ -479,8 +479,11 @@ class SessionManager:
             session.touch()
 
     async def once(
-        self, session: Session, request_id: RequestId, work: Callable[[], Awaitable[bytes]]
-    ) -> bytes:
+        self,
+        session: Session,
+        request_id: RequestId,
+        work: Callable[[], Awaitable[EncodedReply]],
+    ) -> EncodedReply:
         """Run `work` (which returns the encoded reply) at most once per request id of
         `session`, on any transport.
 
