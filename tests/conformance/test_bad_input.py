@@ -206,16 +206,16 @@ def test_http_reset_with_malformed_episode_id_is_422(counter_server: RunningServ
 
 def test_http_server_fault_is_a_typed_500(limits_server: RunningServer) -> None:
     """A bug in the action model (a TypeError, not a validation error) is still answered with
-    the typed JSON body, not a plain-text page, and the server keeps serving."""
-    response = httpx.post(
-        limits_server.url + "/step", json={"action": {"size": -7}}, timeout=TIMEOUT
-    )
-    assert response.status_code == 500
-    detail = _typed_json(response)["detail"]
-    assert detail["code"] == "SESSION_ERROR"
-    assert detail["category"] == "infrastructure"
-    ok = httpx.post(limits_server.url + "/step", json={"action": {"size": 2}}, timeout=TIMEOUT)
-    assert ok.status_code == 200
+    the typed JSON body, not a plain-text page, and the connection and server keep serving."""
+    with httpx.Client(base_url=limits_server.url, timeout=TIMEOUT) as http:
+        for _ in range(3):
+            response = http.post("/step", json={"action": {"size": -7}})
+            assert response.status_code == 500
+            detail = _typed_json(response)["detail"]
+            assert detail["code"] == "SESSION_ERROR"
+            assert detail["category"] == "infrastructure"
+            ok = http.post("/step", json={"action": {"size": 2}})
+            assert ok.status_code == 200
 
 
 # -- fuzzing ----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from ..errors import exception_message
 from ..protocol import WSErrorCode, dumps, error_data, field_errors, loads
@@ -38,13 +39,22 @@ class _StrictJSONRequest(Request):
 
 
 class StrictJSONRoute(APIRoute):
-    """An APIRoute that hands its endpoint a `_StrictJSONRequest`."""
+    """An APIRoute that hands its endpoint a `_StrictJSONRequest` and answers an unexpected
+    error itself (typed 500) rather than letting it reach the server's last-resort handler,
+    which closes the connection after its reply."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        path = self.path  # the template: logs never carry the ids a request names
 
         async def route(request: Request) -> Response:
-            return await handler(_StrictJSONRequest(request.scope, request.receive))
+            try:
+                return await handler(_StrictJSONRequest(request.scope, request.receive))
+            except (HTTPException, RequestValidationError):
+                raise  # the app's handlers answer these
+            except Exception as exc:
+                logger.exception("Unexpected error in %s %s", request.method, path)
+                return await unexpected_error(request, exc)
 
         return route
 
