@@ -140,6 +140,15 @@ async def test_resumable_session_survives_deep_input(counter_server: RunningServ
         assert frame["data"]["observation"]["count"] == 2
 
 
+async def test_websocket_mcp_refuses_oversized_frames(counter_server: RunningServer) -> None:
+    url = counter_server.url.replace("http://", "ws://") + "/mcp"
+    async with ws_connect(url) as ws:
+        big = '{"jsonrpc":"2.0","method":"ping","id":1,"params":{"x":"' + "y" * 20_000 + '"}}'
+        reply = await request(ws, big)
+        assert reply["error"]["code"] == -32600 and "exceeds" in reply["error"]["message"]
+        assert (await request(ws, {"jsonrpc": "2.0", "method": "ping", "id": 2}))["result"] == {}
+
+
 async def test_action_model_bug_is_a_typed_server_error(limits_server: RunningServer) -> None:
     async with ws_connect(limits_server.ws_url) as ws:
         await request(ws, {"type": "reset"})

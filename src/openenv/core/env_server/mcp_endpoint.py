@@ -210,14 +210,24 @@ class MCPEndpoint:
                 if message["type"] == "websocket.disconnect" or session.closed:
                     return
                 raw = message.get("text") or message.get("bytes") or b""
-                try:
-                    payload = loads(raw)
-                except ValueError as exc:
-                    reply: dict[str, Any] | None = rpc_error(
-                        None, JsonRpcErrorCode.PARSE_ERROR, f"Parse error: {exc}"
+                limit = self.manager.config.max_message_bytes
+                size = len(raw)
+                if isinstance(raw, str) and size * 4 > limit:
+                    size = len(raw.encode())
+                reply: dict[str, Any] | None
+                if size > limit:
+                    reply = rpc_error(
+                        None,
+                        JsonRpcErrorCode.INVALID_REQUEST,
+                        f"Message of {size} bytes exceeds the limit of {limit} bytes",
                     )
                 else:
-                    reply = await self.handle(payload, ws_session=session)
+                    try:
+                        payload = loads(raw)
+                    except ValueError as exc:
+                        reply = rpc_error(None, JsonRpcErrorCode.PARSE_ERROR, f"Parse error: {exc}")
+                    else:
+                        reply = await self.handle(payload, ws_session=session)
                 if reply is not None:
                     await websocket.send_text(dumps(reply).decode())
         except Exception:
