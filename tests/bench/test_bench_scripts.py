@@ -60,3 +60,8 @@ def test_client_import_bench_shows_no_server_stack_in_clients() -> None:
     assert rows["typed MCP client (from echo_env import EchoEnv)"].endswith("none")
     assert rows["openenv.core.protocol"].endswith("none")
     assert "fastapi" in rows["server stack (openenv.core.env_server.create_app)"]
+
+
+def test_replay_memory_bench_prints_both_budgets() -> None:
+    out = _run("replay_memory.py", "--sessions", "2", "--steps", "3", "--size", "100000")
+    assert "count window only" in out and "default byte budget" in out
