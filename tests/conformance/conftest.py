@@ -25,6 +25,8 @@ MAX_MESSAGE_BYTES = 16384
 SESSION_TIMEOUT_S = 1.0
 # How long a step of the slow env sleeps by default.
 SLOW_MS = 300
+# Bytes of replies the replay server keeps per session.
+REPLAY_BYTES = 65536
 
 #: name -> (app import string, environment). `{marker}` is replaced by that server's marker file.
 SERVER_SPECS: dict[str, tuple[str, dict[str, str]]] = {
@@ -67,6 +69,21 @@ SERVER_SPECS: dict[str, tuple[str, dict[str, str]]] = {
     "broken_factory": ("apps.broken_factory:app", {"MAX_CONCURRENT_ENVS": "1"}),
     "broken_reset": ("apps.broken_reset:app", {"MAX_CONCURRENT_ENVS": "4"}),
     "echo": ("echo_env.server.app:app", {"MAX_CONCURRENT_ENVS": "8"}),
+    # An env that is not concurrency-safe and counts its live instances (stateless capacity).
+    "limits": (
+        "apps.limits:app",
+        {"MAX_CONCURRENT_ENVS": "1", "OPENENV_QUEUE_TIMEOUT": "120", "OPENENV_MAX_QUEUED": ""},
+    ),
+    # The same env with a small replay budget (REPLAY_BYTES) for the replay cache tests.
+    "replay": (
+        "apps.limits:app",
+        {
+            "MAX_CONCURRENT_ENVS": "1",
+            "OPENENV_REPLAY_BYTES": str(REPLAY_BYTES),
+            "OPENENV_RESUME_GRACE": "60",
+            "OPENENV_QUEUE_TIMEOUT": "60",
+        },
+    ),
 }
 
 
@@ -210,3 +227,13 @@ def broken_reset_server(servers: Servers) -> RunningServer:
 @pytest.fixture(scope="session")
 def echo_server(servers: Servers) -> RunningServer:
     return servers.get("echo")
+
+
+@pytest.fixture(scope="session")
+def limits_server(servers: Servers) -> RunningServer:
+    return servers.get("limits")
+
+
+@pytest.fixture(scope="session")
+def replay_server(servers: Servers) -> RunningServer:
+    return servers.get("replay")

@@ -168,10 +168,16 @@ async def test_http_session_counts_against_capacity(no_queue_server: RunningServ
             detail = response.json()["detail"]
             assert detail["code"] == "CAPACITY_REACHED"
             assert detail["category"] == "infrastructure"
-            # Stateless HTTP calls do not need a slot.
-            assert (await http.post("/reset")).status_code == 200
+            # A stateless call's throwaway environment needs a slot too (issue 11).
+            stateless = await http.post("/step", json={"action": {"amount": 1}})
+            assert stateless.status_code == 503, stateless.text
+            assert stateless.json()["detail"]["code"] == "CAPACITY_REACHED"
     finally:
         await holder.close()
+    await wait_capacity(no_queue_server.url, active_sessions=0)
+    async with httpx.AsyncClient(base_url=no_queue_server.url) as http:
+        assert (await http.post("/reset")).status_code == 200
+    await wait_capacity(no_queue_server.url, active_sessions=0)
 
 
 # -- the idle reaper --------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from openenv.providers._docker import HARDENING
 from tests.support.docker_engine import engine_client
 
 docker = pytest.importorskip("docker")
@@ -34,6 +35,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:
     yield from engine_client()
+
+
+def run_hardened(client: Any, image: str) -> Any:
+    """A container of `image` run the way the docs and `openenv build` say: no capabilities,
+    no-new-privileges, a read-only root with a tmpfs /tmp, the port on loopback."""
+    return client.containers.run(
+        image, detach=True, ports={"8000/tcp": ("127.0.0.1", None)}, **HARDENING
+    )
 
 
 def published_url(container: Any, port: str = "8000/tcp") -> str:

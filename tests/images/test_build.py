@@ -15,7 +15,7 @@ import pytest
 from echo_env import CallToolAction, EchoEnv
 from tests.support.server import REPO
 
-from .conftest import published_url, wait_for_health
+from .conftest import published_url, run_hardened, wait_for_health
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
 
@@ -54,9 +54,7 @@ def echo_image(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture()
 def echo_container(docker_client: Any, echo_image: str) -> Iterator[Any]:
-    container = docker_client.containers.run(
-        echo_image, detach=True, ports={"8000/tcp": ("127.0.0.1", None)}
-    )
+    container = run_hardened(docker_client, echo_image)
     try:
         yield container
     finally:
@@ -80,6 +78,17 @@ def test_the_server_is_pid_1_and_not_root(echo_container: Any) -> None:
     uid, cmdline = out.decode().strip().splitlines()
     assert uid != "0"
     assert cmdline.split()[:3] == ["python", "-m", "echo_env.server.app"]
+
+
+def test_the_container_is_read_only_and_cannot_gain_privileges(echo_container: Any) -> None:
+    wait_for_health(echo_container, published_url(echo_container))
+    script = "grep NoNewPrivs /proc/1/status; touch ~openenv/x 2>&1; touch /tmp/x && echo tmp-ok"
+    _, out = echo_container.exec_run(["sh", "-c", script])
+    text = out.decode()
+    assert "NoNewPrivs:\t1" in text
+    assert "Read-only file system" in text and "tmp-ok" in text
+    _, home = echo_container.exec_run(["sh", "-c", "echo $HOME"])
+    assert home.decode().strip() == "/tmp"
 
 
 def test_the_image_holds_one_virtual_environment(echo_container: Any) -> None:

@@ -1,5 +1,5 @@
 """Every reference environment builds into an image that passes the server checker, playing
-the sample actions it declares."""
+the sample actions it declares, in a hardened container (read-only root, no-new-privileges)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from openenv.testing import check_server
 from tests.support.server import REPO
 
-from .conftest import published_url, wait_for_health
+from .conftest import published_url, run_hardened, wait_for_health
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
 # echo has its own, more detailed image tests in test_build.py.
@@ -33,9 +33,7 @@ def test_image_builds_and_serves(docker_client: Any, env_dir: str) -> None:
         timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    container = docker_client.containers.run(
-        tag, detach=True, ports={"8000/tcp": ("127.0.0.1", None)}
-    )
+    container = run_hardened(docker_client, tag)
     try:
         url = published_url(container)
         wait_for_health(container, url)

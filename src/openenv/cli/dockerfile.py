@@ -9,7 +9,8 @@ Design: a builder stage makes one virtual environment from wheels that `openenv 
 on the host (no package index is reachable while building), and the final stage copies just
 that venv, so the image holds one copy of it. The server runs as PID 1 in exec form (stop
 signals reach uvicorn, which shuts sessions down cleanly), as a non-root user, with a
-HEALTHCHECK on `/health` that needs nothing but Python.
+HEALTHCHECK on `/health` that needs nothing but Python. Nothing in it needs a writable root:
+HOME is /tmp, so the image runs hardened (`docker_run_command`).
 """
 
 from __future__ import annotations
@@ -42,9 +43,12 @@ RUN python3 -m venv /app/.venv \\
 FROM ${{BASE_IMAGE}}
 RUN id -u openenv >/dev/null 2>&1 || useradd --create-home --uid 10001 openenv
 COPY --from=builder /app/.venv /app/.venv
+# HOME in /tmp: run with a read-only root (`--read-only --tmpfs /tmp`, as the Docker provider
+# does), caches and config files still have somewhere to go.
 ENV PATH=/app/.venv/bin:$PATH \\
     PYTHONUNBUFFERED=1 \\
-    PYTHONDONTWRITEBYTECODE=1
+    PYTHONDONTWRITEBYTECODE=1 \\
+    HOME=/tmp
 USER openenv
 WORKDIR /home/openenv
 EXPOSE {port}

@@ -117,6 +117,13 @@ class SessionExpiredError(SessionLostError):
     default_code = WSErrorCode.SESSION_EXPIRED
 
 
+class ReplyEvictedError(ServerError):
+    """A re-sent request had been applied, but the server no longer holds its reply (it keeps
+    `replay_bytes` of replies per session): the step is not applied again, its outcome is lost."""
+
+    default_code = WSErrorCode.REPLY_EVICTED
+
+
 class ServerUnreachableError(OpenEnvError, ConnectionError):
     """No server answered at the URL (refused, unresolvable, handshake failed or timed out)."""
 
@@ -167,6 +174,7 @@ _CLASS_BY_CODE: dict[str, type[ServerError]] = {
     "SESSION_ERROR": SessionLostError,
     "SESSION_NOT_FOUND": SessionLostError,
     "SESSION_EXPIRED": SessionExpiredError,
+    "REPLY_EVICTED": ReplyEvictedError,
 }
 
 

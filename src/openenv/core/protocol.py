@@ -54,6 +54,7 @@ class WSErrorCode(str, Enum):
     SESSION_EXPIRED = "SESSION_EXPIRED"
     TIMEOUT = "TIMEOUT"
     REWARD_ERROR = "REWARD_ERROR"
+    REPLY_EVICTED = "REPLY_EVICTED"
 
 
 ErrorCode = WSErrorCode
@@ -73,6 +74,9 @@ _ERRORS: dict[WSErrorCode, tuple[ErrorCategory, int]] = {
     WSErrorCode.SESSION_NOT_FOUND: (_I, 404),
     WSErrorCode.SESSION_EXPIRED: (_I, 410),
     WSErrorCode.TIMEOUT: (_I, 504),
+    # A re-sent request was applied, but its stored reply was dropped for room: the outcome is
+    # unknown to the client, so the episode cannot be trusted (never re-applied).
+    WSErrorCode.REPLY_EVICTED: (_I, 410),
 }
 ERROR_CATEGORY: dict[WSErrorCode, ErrorCategory] = {code: c for code, (c, _) in _ERRORS.items()}
 HTTP_STATUS: dict[WSErrorCode, int] = {code: status for code, (_, status) in _ERRORS.items()}
@@ -217,6 +221,15 @@ class StepRequest(BaseModel):
     request_id: str | None = Field(default=None, max_length=255)
 
 
+class StepOptions(BaseModel):
+    """The keyword arguments of a WebSocket step (`options`), checked as HTTP `/step` checks
+    the same fields, so a malformed one is the client's error on every transport."""
+
+    model_config = ConfigDict(extra="allow")
+
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
 class ResetResponse(BaseModel):
     """HTTP reset/step reply (`metadata` and `session_id` are additions)."""
 
@@ -341,6 +354,28 @@ def encode_frame(kind: str, data: Any, request_id: RequestId | None = None) -> b
     return dumps(msg)
 
 
+class EncodedReply(NamedTuple):
+    """A reply encoded once, without what differs per transport (the WebSocket envelope and
+    request id, HTTP's session id). Sessions keep these for re-sent requests, measured in bytes,
+    and any transport answers a re-send from one."""
+
+    kind: str  # the WebSocket reply type: "observation", "state" or "mcp"
+    payload: bytes  # the JSON of the reply's data (an object)
+
+    def frame(self, request_id: RequestId | None = None) -> bytes:
+        """The WebSocket frame, byte for byte what `encode_frame` makes of the same reply."""
+        head = b'{"type":' + dumps(self.kind) + b',"data":' + self.payload
+        if request_id is None:
+            return head + b"}"
+        return head + b',"id":' + dumps(request_id) + b"}"
+
+    def with_field(self, name: str, value: Any) -> bytes:
+        """The payload with one more key at its end (as if added to the dict before encoding)."""
+        extra = dumps(name) + b":" + dumps(value) + b"}"
+        body = self.payload.rstrip()
+        return body[:-1] + (extra if body.endswith(b"{}") else b"," + extra)
+
+
 def encode_request(
     kind: RequestKind,
     data: Any = None,
@@ -364,17 +399,78 @@ def encode_error(
     return encode_frame("error", error_data(code, message, **extra), request_id)
 
 
+#: How much of an offending input a validation error echoes back: a client that sends a huge
+#: or deeply nested value gets a short excerpt of it, never an error too big or too deep to send.
+ERROR_INPUT_DEPTH = 6
+ERROR_INPUT_ITEMS = 16
+ERROR_INPUT_CHARS = 200
+#: Field errors listed in one reply, at most (a client needs the first ones to fix its input).
+MAX_FIELD_ERRORS = 32
+_INT64 = 2**63
+
+
+def error_excerpt(value: Any, depth: int = 0) -> Any:
+    """A JSON-safe excerpt of `value` for an error reply: containers cut to
+    `ERROR_INPUT_ITEMS` entries and `ERROR_INPUT_DEPTH` levels, strings to `ERROR_INPUT_CHARS`,
+    anything else (bytes, exceptions, objects) to its truncated text."""
+    if value is None or isinstance(value, (bool, float)):
+        return value
+    if isinstance(value, int):
+        return value if -_INT64 <= value < _INT64 else _cut(str(value))
+    if isinstance(value, str):
+        return _cut(value)
+    if isinstance(value, (dict, list, tuple)):
+        if depth >= ERROR_INPUT_DEPTH:
+            return "..."
+        if isinstance(value, dict):
+            items = list(value.items())
+            out: Any = {
+                _cut(str(k)): error_excerpt(v, depth + 1) for k, v in items[:ERROR_INPUT_ITEMS]
+            }
+            if len(items) > ERROR_INPUT_ITEMS:
+                out["..."] = f"{len(items) - ERROR_INPUT_ITEMS} more"
+            return out
+        out = [error_excerpt(v, depth + 1) for v in value[:ERROR_INPUT_ITEMS]]
+        if len(value) > ERROR_INPUT_ITEMS:
+            out.append(f"... {len(value) - ERROR_INPUT_ITEMS} more")
+        return out
+    return _cut(str(value))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= ERROR_INPUT_CHARS else text[:ERROR_INPUT_CHARS] + "..."
+
+
+def field_errors(errors: Any) -> list[dict[str, Any]]:
+    """Field errors (pydantic's `errors()` dicts) as JSON-safe dicts (`type`, `loc`, `msg`,
+    `input`, `ctx`), with inputs and contexts cut to excerpts (see `error_excerpt`)."""
+    out: list[dict[str, Any]] = []
+    for err in list(errors)[:MAX_FIELD_ERRORS]:
+        item: dict[str, Any] = {
+            "type": str(err.get("type", "")),
+            "loc": [p if isinstance(p, int) else _cut(str(p)) for p in err.get("loc", ())],
+            "msg": _cut(str(err.get("msg", ""))),
+        }
+        if "input" in err:
+            item["input"] = error_excerpt(err["input"])
+        ctx = err.get("ctx")
+        if ctx:
+            item["ctx"] = {str(k): error_excerpt(v, ERROR_INPUT_DEPTH - 1) for k, v in ctx.items()}
+        out.append(item)
+    return out
+
+
 def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    """pydantic's errors as JSON-safe dicts (`loc`, `msg`, `type`, ...)."""
-    return loads(exc.json(include_url=False))
+    """pydantic's errors as JSON-safe dicts (`loc`, `msg`, `type`, ...), inputs excerpted."""
+    return field_errors(exc.errors(include_url=False))
 
 
 def describe_validation(exc: ValidationError, what: str) -> str:
     """One line naming the offending fields, for people reading an error."""
     parts = []
-    for err in exc.errors(include_url=False)[:5]:
+    for err in exc.errors(include_url=False, include_input=False, include_context=False)[:5]:
         loc = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
-        parts.append(f"{loc}: {err.get('msg')}")
+        parts.append(_cut(f"{loc}: {err.get('msg')}"))
     return f"Invalid {what}: " + "; ".join(parts)
 
 
@@ -407,10 +503,16 @@ class Rejected:
 
 
 _STEP_KEYS = frozenset({"type", "data", "id"})
+#: Longest request id (characters): ids are short tokens, kept per session for replies.
+MAX_REQUEST_ID_CHARS = 255
 
 
 def decode_request(raw: str | bytes) -> Request | Rejected:
-    """Parse and validate one client frame (server side)."""
+    """Parse and validate one client frame (server side).
+
+    JSON is read strictly (no NaN or Infinity, at most 1024 levels deep); reset arguments
+    and step options are checked like the HTTP bodies, so a malformed one is a client error.
+    """
     try:
         msg = loads(raw)
     except ValueError as exc:
@@ -420,6 +522,13 @@ def decode_request(raw: str | bytes) -> Request | Rejected:
             encode_error(WSErrorCode.VALIDATION_ERROR, "Invalid message: expected a JSON object")
         )
     request_id = msg.get("id")
+    if type(request_id) is str and len(request_id) > MAX_REQUEST_ID_CHARS:
+        return Rejected(
+            encode_error(
+                WSErrorCode.VALIDATION_ERROR,
+                f"Invalid message: id longer than {MAX_REQUEST_ID_CHARS} characters",
+            )
+        )
     kind = msg.get("type")
     model = REQUEST_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
@@ -439,9 +548,16 @@ def decode_request(raw: str | bytes) -> Request | Rejected:
             model.model_validate(msg)
         except ValidationError as exc:
             return Rejected(encode_frame("error", invalid_data(exc, "message"), request_id))
-        if kind == "reset" and data is None:
-            data = {}
-        return Request(kind, data, request_id, msg.get("options"))  # type: ignore[arg-type]
+        options = msg.get("options")
+        try:
+            if kind == "reset":
+                data = ResetRequest.model_validate(data or {}).model_dump(exclude_unset=True)
+            elif options:
+                options = StepOptions.model_validate(options).model_dump(exclude_unset=True)
+        except ValidationError as exc:
+            what = "reset arguments" if kind == "reset" else "step options"
+            return Rejected(encode_frame("error", invalid_data(exc, what), request_id))
+        return Request(kind, data, request_id, options)  # type: ignore[arg-type]
     return Request(kind, data, request_id)  # type: ignore[arg-type]
 
 

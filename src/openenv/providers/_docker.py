@@ -36,6 +36,27 @@ DEADLINE_LABEL = LABEL_PREFIX + "deadline"
 SOCKET_DIR_LABEL = LABEL_PREFIX + "socket-dir"
 SOCKET_DIR_PREFIX = "openenv-docker-"
 
+#: How every container of an environment runs unless its owner relaxes it: no capabilities,
+#: no-new-privileges, a read-only root with a private in-memory /tmp (the images set HOME=/tmp,
+#: so caches land there). `DockerProvider` starts containers with it, `docker_run_command`
+#: spells it for `docker run`, and the image tests run every reference image under it.
+HARDENING: dict[str, Any] = {
+    "cap_drop": ["ALL"],
+    "security_opt": ["no-new-privileges"],
+    "read_only": True,
+    "tmpfs": {"/tmp": "rw,nosuid,nodev"},
+}
+
+
+def docker_run_command(image: str, port: int = 8000) -> str:
+    """The hardened `docker run` line for an environment image, published on loopback only."""
+    flags = ["--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only"]
+    for path, options in HARDENING["tmpfs"].items():
+        flags += ["--tmpfs", f"{path}:{options}"]
+    flags += ["-p", f"127.0.0.1:{port}:{port}"]
+    return " ".join(["docker", "run", "--rm", *flags, image])
+
+
 #: Resource names: safe in a regular expression and as a container/service name.
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 

@@ -270,7 +270,7 @@ class DockerProvider(EngineProvider):
         self.user = user
         self.container_port = container_port
         self.read_only = read_only
-        self.tmpfs = {"/tmp": "rw,nosuid,nodev", **(tmpfs or {})}
+        self.tmpfs = {**dk.HARDENING["tmpfs"], **(tmpfs or {})}
         self.command = command
         self.default_limits = default_limits
         self.allow_root = allow_root
@@ -339,8 +339,7 @@ class DockerProvider(EngineProvider):
             labels[dk.DEADLINE_LABEL] = f"{time.time() + limits.wall_time_s:.3f}"
         environment = {"HOME": "/tmp", **spec.env_vars}
         host_config: dict[str, Any] = {
-            "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges"],
+            **dk.HARDENING,
             "read_only": self.read_only,
             "tmpfs": dict(self.tmpfs),
             "pids_limit": limits.pids,

@@ -17,6 +17,7 @@ from typing import Any, Optional
 import typer
 
 from openenv.core.manifest import EnvProject, ManifestError, load_project
+from openenv.providers._docker import docker_run_command
 
 from .._output import console, fail, success
 from ..base_image import (
@@ -216,5 +217,5 @@ def register(app: typer.Typer) -> None:
         success(
             f"built {tag} ({image_id[7:19]}, {size:.0f} MB) in {time.monotonic() - started:.0f} s"
         )
-        console.print(f"Run it: docker run --rm -p 8000:8000 {tag}")
+        console.print(f"Run it: {docker_run_command(tag)}")
         typer.echo(tag)

@@ -39,6 +39,10 @@ class ServerConfig:
     max_message_bytes: int = 8 * 1024 * 1024
     #: Replies kept per resumable session so a re-sent request is answered, not re-applied.
     replay_window: int = 32
+    #: Bytes of encoded replies kept per session for re-sent requests (the newest reply is
+    #: always kept); an older one dropped for room is answered REPLY_EVICTED, never re-applied.
+    #: Env: OPENENV_REPLAY_BYTES.
+    replay_bytes: int = 4 * 1024 * 1024
     #: Most sync environment calls running at once (threads start only when needed).
     max_threads: int = 256
     #: Bearer token required on every route but /health and on WebSocket handshakes.
@@ -69,6 +73,7 @@ class ServerConfig:
             "queue_timeout_s": ("OPENENV_QUEUE_TIMEOUT", float),
             "max_message_bytes": ("OPENENV_MAX_MESSAGE_BYTES", int),
             "max_threads": ("OPENENV_MAX_THREADS", int),
+            "replay_bytes": ("OPENENV_REPLAY_BYTES", int),
             "ws_invalid_frame_limit": ("OPENENV_WS_INVALID_FRAME_LIMIT", int),
             "ws_bytes_per_s": ("OPENENV_WS_BYTES_PER_S", int),
         }

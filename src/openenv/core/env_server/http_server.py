@@ -18,6 +18,7 @@ from ..errors import ServerError
 from ..protocol import (
     NEW_SESSION,
     SESSION_HEADER,
+    EncodedReply,
     ResetRequest,
     ResetResponse,
     StepRequest,
@@ -30,6 +31,7 @@ from ..protocol import (
 from . import log_redaction
 from .asgi import BodyTooLarge, read_body, replay
 from .config import ServerConfig
+from .http_errors import install_error_handlers, strict_json_routes
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
 from .security import AccessGuard
@@ -64,11 +66,13 @@ def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None
 
 def _observation_response(obs: Observation, session_id: str | None = None) -> Response:
     payload = serialize_observation(obs)
-    headers = None
     if session_id is not None:
         payload["session_id"] = session_id
-        headers = {SESSION_HEADER: session_id}
-    body = dumps_observation(payload, obs)
+    return _body_response(dumps_observation(payload, obs), session_id)
+
+
+def _body_response(body: bytes, session_id: str | None) -> Response:
+    headers = {SESSION_HEADER: session_id} if session_id is not None else None
     return Response(body, media_type="application/json", headers=headers)
 
 
@@ -214,6 +218,11 @@ class HTTPEnvServer:
                 f"Invalid server mode {mode!r}: use 'simulation' or 'production'"
             ) from None
         self.manager.env_mode = self.mode.value
+        install_error_handlers(app)
+        with strict_json_routes(app):
+            self._register_routes(app)
+
+    def _register_routes(self, app: FastAPI) -> None:
         server = self
 
         @app.get("/health", response_model=HealthResponse, tags=["Health"])
@@ -302,11 +311,15 @@ class HTTPEnvServer:
                 session = manager.get(sid, by="http")
                 if request.request_id is None:
                     obs = await manager.step(session, action, kwargs)
-                else:
-                    obs = await manager.once(
-                        session, request.request_id, lambda: manager.step(session, action, kwargs)
-                    )
-                return _observation_response(obs, session.id)
+                    return _observation_response(obs, session.id)
+
+                async def step_encoded() -> EncodedReply:
+                    obs = await manager.step(session, action, kwargs)
+                    payload = dumps_observation(serialize_observation(obs), obs)
+                    return EncodedReply("observation", payload)
+
+                reply = await manager.once(session, request.request_id, step_encoded)
+                return _body_response(reply.with_field("session_id", session.id), session.id)
             except ServerError as exc:
                 return _error_response(exc)
 
@@ -334,14 +347,23 @@ class HTTPEnvServer:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    async def metadata(self) -> EnvironmentMetadata:
+    async def metadata(self, session: Session | None = None) -> EnvironmentMetadata:
+        """The environment's metadata, read once: from `session`'s environment or a live
+        session's if there is one (no new instance, no slot to wait for), else from a
+        throwaway environment, which takes a slot like any other instance."""
         if self._metadata is None:
+            live = session if session is not None and session.env is not None else None
+            if live is None:
+                live = next((s for s in self.manager.sessions.values() if s.env is not None), None)
+            if live is not None and live.env is not None:
+                self._metadata = live.env.get_metadata()
+            else:
 
-            async def read(session: Session) -> EnvironmentMetadata:
-                assert session.env is not None
-                return session.env.get_metadata()
+                async def read(throwaway: Session) -> EnvironmentMetadata:
+                    assert throwaway.env is not None
+                    return throwaway.env.get_metadata()
 
-            self._metadata = await self.manager.with_throwaway_env(read)
+                self._metadata = await self.manager.with_throwaway_env(read)
         return self._metadata
 
     def schema(self) -> dict[str, Any]:

@@ -19,7 +19,14 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 
 from ..errors import CapacityReachedError, FactoryError, ServerError, SessionLostError
-from ..protocol import MCP_SESSION_HEADER, dumps, loads, session_id_from_rpc
+from ..protocol import (
+    MAX_REQUEST_ID_CHARS,
+    MCP_SESSION_HEADER,
+    dumps,
+    loads,
+    session_id_from_rpc,
+    session_log_id,
+)
 from .mcp_environment import ToolCallFailed, tool_result_mcp, tool_result_payload
 from .mcp_types import JsonRpcErrorCode, JsonRpcRequest, ToolErrorType, rpc_error, rpc_result
 from .sessions import Session
@@ -47,6 +54,39 @@ def _server_error_to_rpc(exc: ServerError) -> _RpcError:
     if isinstance(exc, (CapacityReachedError, FactoryError)):
         return _RpcError(JsonRpcErrorCode.SERVER_ERROR, exc.message, exc.to_data())
     return _RpcError(JsonRpcErrorCode.INTERNAL_ERROR, exc.message, exc.to_data())
+
+
+def _request_id(message: Any) -> str | int | None:
+    """The id to answer an invalid request with: its own when that is a valid JSON-RPC id,
+    else null (an id of any other shape is not echoed back)."""
+    rid = message.get("id") if isinstance(message, dict) else None
+    if type(rid) is int or (type(rid) is str and len(rid) <= MAX_REQUEST_ID_CHARS):
+        return rid
+    return None
+
+
+def _session_param(params: dict[str, Any]) -> str | None:
+    """`params.session_id` (OpenEnv's dialect): a string id; anything else is invalid params
+    (and is not echoed back)."""
+    raw = params.get("session_id")
+    if raw is not None and (type(raw) is bool or not isinstance(raw, (str, int))):
+        raise _RpcError(JsonRpcErrorCode.INVALID_PARAMS, "'session_id' must be a string")
+    sid = session_id_from_rpc(params)
+    if sid is not None and len(sid) > MAX_REQUEST_ID_CHARS:
+        raise _RpcError(
+            JsonRpcErrorCode.INVALID_PARAMS, f"Unknown session_id: {session_log_id(sid)}"
+        )
+    return sid
+
+
+def _opens_session(method: str, ws_session: Session | None, http_session: Session | None) -> bool:
+    """Whether `method` would open a new session (over WebSocket the connection is the
+    session; `initialize` on an HTTP session re-uses it)."""
+    if ws_session is not None:
+        return False
+    if method == "openenv/session/create":
+        return True
+    return method == "initialize" and http_session is None
 
 
 def _is_json(content_type: str) -> bool:
@@ -98,7 +138,7 @@ class MCPEndpoint:
                 # Streamable HTTP: an unknown session means the client must initialize again.
                 return self._reply(
                     rpc_error(
-                        message.get("id") if isinstance(message, dict) else None,
+                        _request_id(message),
                         JsonRpcErrorCode.INVALID_PARAMS,
                         f"Unknown session_id: {header_sid}",
                     ),
@@ -108,7 +148,9 @@ class MCPEndpoint:
         if isinstance(message, list):
             replies = []
             for item in message:
-                reply = await self.handle(item, http_session=session, standard=standard)
+                reply = await self.handle(
+                    item, http_session=session, standard=standard, in_batch=True
+                )
                 if reply is not None:
                     replies.append(reply)
             return self._reply(replies) if replies else Response(status_code=202)
@@ -117,6 +159,10 @@ class MCPEndpoint:
         )
         if reply is None:
             return Response(status_code=202)
+        if standard and isinstance(message, dict) and "id" not in message:
+            # Streamable HTTP: a notification the server does not accept is an HTTP error
+            # (OpenEnv's dialect answers every POST with 200).
+            return self._reply(reply, status=400)
         return self._reply(reply, headers=extra_headers)
 
     async def http_delete(self, request: Request) -> Response:
@@ -164,14 +210,24 @@ class MCPEndpoint:
                 if message["type"] == "websocket.disconnect" or session.closed:
                     return
                 raw = message.get("text") or message.get("bytes") or b""
-                try:
-                    payload = loads(raw)
-                except ValueError as exc:
-                    reply: dict[str, Any] | None = rpc_error(
-                        None, JsonRpcErrorCode.PARSE_ERROR, f"Parse error: {exc}"
+                limit = self.manager.config.max_message_bytes
+                size = len(raw)
+                if isinstance(raw, str) and size * 4 > limit:
+                    size = len(raw.encode())
+                reply: dict[str, Any] | None
+                if size > limit:
+                    reply = rpc_error(
+                        None,
+                        JsonRpcErrorCode.INVALID_REQUEST,
+                        f"Message of {size} bytes exceeds the limit of {limit} bytes",
                     )
                 else:
-                    reply = await self.handle(payload, ws_session=session)
+                    try:
+                        payload = loads(raw)
+                    except ValueError as exc:
+                        reply = rpc_error(None, JsonRpcErrorCode.PARSE_ERROR, f"Parse error: {exc}")
+                    else:
+                        reply = await self.handle(payload, ws_session=session)
                 if reply is not None:
                     await websocket.send_text(dumps(reply).decode())
         except Exception:
@@ -190,8 +246,15 @@ class MCPEndpoint:
         http_session: Session | None = None,
         standard: bool = False,
         out_headers: dict[str, str] | None = None,
+        in_batch: bool = False,
     ) -> dict[str, Any] | None:
-        """Answer one JSON-RPC message; None for a notification."""
+        """Answer one JSON-RPC message; None for a notification.
+
+        A session is only opened when its id can reach the client: `initialize` and
+        `openenv/session/create` sent as notifications (no reply to carry the id), and
+        `initialize` in a batch (its id travels in a header a batch cannot set; MCP forbids
+        it), are refused as invalid requests and open nothing.
+        """
         if not isinstance(message, dict):
             return rpc_error(
                 None, JsonRpcErrorCode.INVALID_REQUEST, "Invalid request: expected an object"
@@ -200,9 +263,26 @@ class MCPEndpoint:
             request = JsonRpcRequest.model_validate(message)
         except ValidationError as exc:
             return rpc_error(
-                message.get("id"), JsonRpcErrorCode.INVALID_REQUEST, f"Invalid request: {exc}"
+                _request_id(message),
+                JsonRpcErrorCode.INVALID_REQUEST,
+                f"Invalid request: {exc}",
             )
         is_notification = "id" not in message
+        if _opens_session(request.method, ws_session, http_session):
+            if is_notification:
+                # JSON-RPC answers an invalid request with a null id, even for a notification.
+                return rpc_error(
+                    None,
+                    JsonRpcErrorCode.INVALID_REQUEST,
+                    f"Invalid request: '{request.method}' opens a session, so it needs an id: "
+                    "a notification gets no reply to carry the session id",
+                )
+            if in_batch and request.method == "initialize":
+                return rpc_error(
+                    request.id,
+                    JsonRpcErrorCode.INVALID_REQUEST,
+                    "Invalid request: 'initialize' must not be part of a batch",
+                )
         try:
             result = await self._dispatch(
                 request,
@@ -252,7 +332,7 @@ class MCPEndpoint:
             return await self._close_session(params, ws_session)
         if method in ("tools/list", "tools/call"):
             target = ws_session or http_session
-            rpc_sid = session_id_from_rpc(params)
+            rpc_sid = _session_param(params)
             if target is None and rpc_sid:
                 target = self.manager.get(rpc_sid, by="mcp")
             if method == "tools/list":
@@ -280,10 +360,17 @@ class MCPEndpoint:
     ) -> dict[str, Any]:
         requested = params.get("protocolVersion")
         version = requested if requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
-        if ws_session is None and http_session is None:
+        session = ws_session or http_session
+        if session is None:
             session = await self.manager.create("mcp")
+            try:
+                meta = await self.server.metadata(session)
+            except BaseException:
+                await self.manager.destroy(session, "initialize failed")
+                raise
             out_headers[MCP_SESSION_HEADER] = session.id
-        meta = await self.server.metadata()
+        else:
+            meta = await self.server.metadata(session)
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
@@ -292,7 +379,7 @@ class MCPEndpoint:
         }
 
     async def _close_session(self, params: dict[str, Any], ws_session: Session | None) -> Any:
-        sid = params.get("session_id")
+        sid = _session_param(params)
         if not sid:
             raise _RpcError(
                 JsonRpcErrorCode.INVALID_PARAMS, "Invalid params - 'session_id' is required"
@@ -302,7 +389,7 @@ class MCPEndpoint:
                 JsonRpcErrorCode.INVALID_REQUEST,
                 "Cannot close the session of this connection over itself; close the connection",
             )
-        session = self.manager.get(str(sid), by="mcp")
+        session = self.manager.get(sid, by="mcp")
         await self.manager.destroy(session, "closed by client")
         return {"session_id": sid, "closed": True}
 

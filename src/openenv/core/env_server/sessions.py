@@ -17,17 +17,18 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 
 from ..errors import (
     CapacityReachedError,
     EnvironmentExecutionError,
     FactoryError,
+    ReplyEvictedError,
     ServerError,
     SessionLostError,
     exception_message,
 )
-from ..protocol import RequestId, session_log_id
+from ..protocol import EncodedReply, RequestId, session_log_id
 from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
 from .connections import close_websocket_soon, wait_closing
 from .dispatch import CallDispatcher
@@ -41,6 +42,8 @@ from .workers import worker_prefix
 logger = logging.getLogger("openenv.server")
 
 T = TypeVar("T")
+#: What a request came to: its encoded reply, or the error it raised.
+Outcome = Union[EncodedReply, ServerError]
 
 #: WebSocket close codes the server uses when it ends a session itself.
 CLOSE_IDLE_TIMEOUT = 4001
@@ -86,6 +89,20 @@ def filter_kwargs(method: Callable[..., Any], kwargs: dict[str, Any]) -> dict[st
     if accepted is None:
         return kwargs
     return {k: v for k, v in kwargs.items() if k in accepted}
+
+
+def _replayable(exc: Exception) -> ServerError:
+    """The error to store for a re-sent request: its code, message and data, without the
+    traceback and causes (which would keep the failed call's frames alive)."""
+    if isinstance(exc, ServerError):
+        return ServerError(exc.message, exc.code, exc.to_data())
+    return ServerError(f"Internal error: {exception_message(exc)}")
+
+
+def _outcome_size(outcome: Outcome) -> int:
+    if isinstance(outcome, EncodedReply):
+        return 64 + len(outcome.payload)
+    return 256 + len(outcome.message) + sum(len(str(v)) for v in outcome.data.values())
 
 
 class SlotPool:
@@ -158,6 +175,7 @@ class Session:
         "id",
         "inflight",
         "last_activity",
+        "replay_size",
         "replies",
         "resumable",
         "resume_token",
@@ -184,9 +202,11 @@ class Session:
         self.resume_token: str | None = None
         self.websocket: Any = None
         self.detached_at: float | None = None
-        # Outcomes of requests by id, so a re-sent request is answered, not applied again.
-        self.replies: OrderedDict[RequestId, tuple[bool, Any]] | None = None
-        self.inflight: dict[RequestId, asyncio.Future[tuple[bool, Any]]] | None = None
+        # Outcomes of requests by id, so a re-sent request is answered, not applied again:
+        # an encoded reply, an error, or None once dropped for room (`replay_size` bytes kept).
+        self.replies: OrderedDict[RequestId, Outcome | None] | None = None
+        self.replay_size = 0
+        self.inflight: dict[RequestId, asyncio.Future[Outcome]] | None = None
 
     @property
     def closed(self) -> bool:
@@ -462,43 +482,79 @@ class SessionManager:
             session.touch()
 
     async def once(
-        self, session: Session, request_id: RequestId, work: Callable[[], Awaitable[T]]
-    ) -> T:
-        """Run `work` at most once per request id of `session`, on any transport.
+        self,
+        session: Session,
+        request_id: RequestId,
+        work: Callable[[], Awaitable[EncodedReply]],
+    ) -> EncodedReply:
+        """Run `work` (which returns the encoded reply) at most once per request id of
+        `session`, on any transport.
 
-        A request re-sent after a dropped connection gets the stored outcome (its result or its
+        A request re-sent after a dropped connection gets the stored outcome (its reply or its
         error) or waits for the one still running, so no step is lost or applied twice. The
-        last `replay_window` outcomes are kept.
+        last `replay_window` ids are remembered, with as many of the newest replies as fit in
+        `replay_bytes` (the newest always); one whose reply was dropped gets REPLY_EVICTED.
         """
         replies, inflight = session.replies, session.inflight
         if replies is None or inflight is None:
             replies, inflight = session.replies, session.inflight = OrderedDict(), {}
-        stored: tuple[bool, Any] | None = replies.get(request_id)
-        if stored is None:
+        if request_id in replies:
+            stored = replies[request_id]
+            if stored is None:
+                raise ReplyEvictedError(
+                    f"Request {request_id!r} was applied, but its reply is no longer kept "
+                    f"(at most {self.config.replay_bytes} bytes of replies per session); it is "
+                    "not applied again and its outcome is unknown",
+                    request_id=request_id,
+                )
+        else:
             pending = inflight.get(request_id)
             if pending is not None:
                 stored = await asyncio.shield(pending)
             else:
-                fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
+                fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
                 inflight[request_id] = fut
                 try:
-                    stored = (True, await work())
+                    stored = await work()
                 except Exception as exc:
-                    stored = (False, exc)
+                    outcome = _replayable(exc)
+                    inflight.pop(request_id, None)
+                    self._store_reply(session, request_id, outcome)
+                    if not fut.done():
+                        fut.set_result(outcome)
+                    raise  # the caller that ran it sees the original error and its traceback
                 except BaseException:
                     inflight.pop(request_id, None)
                     fut.cancel()  # a waiting duplicate re-raises CancelledError and gives up
                     raise
                 inflight.pop(request_id, None)
-                replies[request_id] = stored
-                while len(replies) > self.config.replay_window:
-                    replies.popitem(last=False)
+                self._store_reply(session, request_id, stored)
                 if not fut.done():
                     fut.set_result(stored)
-        ok, value = stored
-        if not ok:
-            raise value  # type: ignore[misc]
-        return value  # type: ignore[return-value]
+        if isinstance(stored, ServerError):
+            raise _replayable(stored)  # a fresh copy: raising the stored one would grow it
+        return stored
+
+    def _store_reply(self, session: Session, request_id: RequestId, outcome: Outcome) -> None:
+        """Keep `outcome`; drop the oldest replies past `replay_bytes` (their ids stay, so a
+        re-send is refused rather than applied again) and the oldest ids past
+        `replay_window`."""
+        replies = session.replies
+        assert replies is not None
+        replies[request_id] = outcome
+        session.replay_size += _outcome_size(outcome)
+        limit = self.config.replay_bytes
+        if session.replay_size > limit:
+            for rid, old in replies.items():
+                if session.replay_size <= limit or rid == request_id:
+                    break
+                if old is not None:
+                    session.replay_size -= _outcome_size(old)
+                    replies[rid] = None
+        while len(replies) > self.config.replay_window:
+            _, old = replies.popitem(last=False)
+            if old is not None:
+                session.replay_size -= _outcome_size(old)
 
     async def reset(self, session: Session, kwargs: dict[str, Any]) -> Observation:
         async def work() -> Observation:
@@ -571,12 +627,21 @@ class SessionManager:
     # -- stateless calls (OpenEnv's HTTP behaviour) ------------------------------------
 
     async def with_throwaway_env(self, work: Callable[[Session], Awaitable[Any]]) -> Any:
-        """Run `work` on a fresh environment that is closed afterwards (not counted as a slot)."""
+        """Run `work` on a fresh environment that is closed afterwards.
+
+        The environment holds a slot of the same pool as sessions while it lives (waiting in
+        the queue like a new session, CAPACITY_REACHED when that is full): stateless calls never
+        make more live instances than `max_concurrent_envs`.
+        """
+        await self.slots.acquire(self.config.queue_timeout_s)
         session = Session("stateless", "http")
-        session.env = await self.build_env()
         try:
+            session.env = await self.build_env()
             await self._enter_session_context(session)
             return await work(session)
         finally:
             session._closed = True
-            await self._close_env(session)
+            try:
+                await self._close_env(session)
+            finally:
+                self.slots.release()

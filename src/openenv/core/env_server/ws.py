@@ -30,11 +30,13 @@ from ..errors import (
 from ..protocol import (
     RESUME_TOKEN_HEADER,
     SUBPROTOCOL,
+    EncodedReply,
     Rejected,
     Request,
     RequestId,
     WSErrorCode,
     decode_request,
+    dumps,
     encode_error,
     encode_frame,
     invalid_data,
@@ -305,9 +307,12 @@ class WebSocketHandler:
         rid = request.id
         try:
             if rid is not None and session.resumable:
-                result = await self.manager.once(session, rid, lambda: self._run(session, request))
-            else:
-                result = await self._run(session, request)
+                # The encoded reply is what is kept for a re-send (measured in bytes).
+                reply = await self.manager.once(
+                    session, rid, lambda: self._run_encoded(session, request)
+                )
+                return reply.frame(rid), False
+            result = await self._run(session, request)
             return self._encode(request.kind, result, rid), False
         except InvalidRequestError as exc:
             return encode_frame("error", exc.to_data(), rid), True
@@ -318,6 +323,15 @@ class WebSocketHandler:
             return encode_error(
                 WSErrorCode.SESSION_ERROR, f"Internal error: {exception_message(exc)}", rid
             ), False
+
+    async def _run_encoded(self, session: Session, request: Request) -> EncodedReply:
+        result = await self._run(session, request)
+        if request.kind in ("step", "reset"):
+            payload = dumps_observation(serialize_observation(result), result)
+            return EncodedReply("observation", payload)
+        if request.kind == "state":
+            return EncodedReply("state", dumps(result.model_dump()))
+        return EncodedReply("mcp", dumps(result))
 
     async def _run(self, session: Session, request: Request) -> Any:
         manager = self.manager
