@@ -52,8 +52,9 @@ class ServerConfig:
     allowed_origins: tuple[str, ...] = ()
     #: Serve the interactive API pages (/docs, /redoc). Env: OPENENV_DOCS=0 turns them off.
     docs: bool = True
-    #: Invalid WebSocket messages a connection may send per second (bursts up to as many)
-    #: before it is closed (1008), so one flooding client cannot starve the others. 0: no limit.
+    #: Invalid WebSocket messages a connection may send per second (bursts up to ten times as
+    #: many) before it is closed (1008), so one flooding client cannot starve the others.
+    #: 0: no limit.
     #: Env: OPENENV_WS_INVALID_FRAME_LIMIT.
     ws_invalid_frame_limit: int = 100
     #: Bytes per second a WebSocket connection may send, on average (bursts up to twice

@@ -234,7 +234,8 @@ class WebSocketHandler:
         receive = websocket.receive
         limit = self.manager.config.max_message_bytes
         config = self.manager.config
-        invalid = TokenBucket(config.ws_invalid_frame_limit)
+        # Bursts of ten seconds' worth: a fuzzing test or a buggy client is answered for a while.
+        invalid = TokenBucket(config.ws_invalid_frame_limit, 10 * config.ws_invalid_frame_limit)
         inbound = TokenBucket(config.ws_bytes_per_s, max(2 * limit, config.ws_bytes_per_s))
         while True:
             if early:
