@@ -117,6 +117,13 @@ class SessionExpiredError(SessionLostError):
     default_code = WSErrorCode.SESSION_EXPIRED
 
 
+class CallTimeoutError(ServerError):
+    """An environment call passed its server-side deadline (or the server shut down first).
+    The server ended the session: start a new one. Infrastructure, never a reward of 0."""
+
+    default_code = WSErrorCode.TIMEOUT
+
+
 class ServerUnreachableError(OpenEnvError, ConnectionError):
     """No server answered at the URL (refused, unresolvable, handshake failed or timed out)."""
 
@@ -167,6 +174,7 @@ _CLASS_BY_CODE: dict[str, type[ServerError]] = {
     "SESSION_ERROR": SessionLostError,
     "SESSION_NOT_FOUND": SessionLostError,
     "SESSION_EXPIRED": SessionExpiredError,
+    "TIMEOUT": CallTimeoutError,
 }
 
 
