@@ -145,3 +145,35 @@ async def test_many_hung_calls_do_not_exhaust_the_server(server: RunningServer) 
         finally:
             for ws in conns:
                 await ws.close()
+
+
+@pytest.fixture(scope="module")
+def tools_server() -> Iterator[RunningServer]:
+    """An MCP environment whose `sleep` tool is async: a deadline cancels it."""
+    env = {"OPENENV_STEP_TIMEOUT": "1", "MAX_CONCURRENT_ENVS": "4"}
+    with serve("mcp_apps.tools:app", env=env, in_process=True) as running:
+        yield running
+
+
+async def test_a_hung_async_step_is_cancelled(tools_server: RunningServer) -> None:
+    forever = {"type": "call_tool", "tool_name": "sleep", "arguments": {"seconds": 3600}}
+    async with ws_connect(tools_server.ws_url) as ws:
+        assert_observation_frame(await request(ws, {"type": "reset"}))
+        data = assert_error(await request(ws, {"type": "step", "data": forever}), "TIMEOUT")
+        assert data["category"] == "infrastructure", data
+        assert_error(await request(ws, {"type": "state"}), "SESSION_EXPIRED")
+    await wait_capacity(tools_server.url, active_sessions=0)
+    async with ws_connect(tools_server.ws_url) as ws:  # the server goes on serving
+        assert_observation_frame(await request(ws, {"type": "reset"}))
+
+
+async def test_mcp_tool_calls_have_the_step_deadline(tools_server: RunningServer) -> None:
+    call = {"name": "sleep", "arguments": {"seconds": 3600}}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call}
+    async with httpx.AsyncClient(base_url=tools_server.url, timeout=TIMEOUT) as http:
+        reply = (await http.post("/mcp", json=body)).json()
+        assert reply["id"] == 7 and "error" in reply, reply
+        assert reply["error"]["data"]["code"] == "TIMEOUT", reply
+        assert reply["error"]["data"]["category"] == "infrastructure", reply
+        quick = {**body, "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+        assert "result" in (await http.post("/mcp", json=quick)).json()

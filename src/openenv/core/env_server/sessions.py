@@ -185,6 +185,7 @@ class Session:
         "resume_token",
         "step_count",
         "transport",
+        "waiter",
         "websocket",
     )
 
@@ -205,6 +206,8 @@ class Session:
         self.call_task: asyncio.Task[Any] | None = None
         self.pending: asyncio.Future[Any] | None = None
         self.call_timed_out: CallTimeoutError | None = None
+        #: What the caller of a detached (async) call awaits: set when it ends or expires.
+        self.waiter: asyncio.Future[None] | None = None
         self.exit_stack: contextlib.AsyncExitStack | None = None
         # Resume support (WebSocket sessions that asked for it).
         self.resumable = False
@@ -571,12 +574,15 @@ class SessionManager:
         *,
         counts_as_step: bool = False,
         kind: str = "call",
+        detached: bool = True,
     ) -> T:
         """Run one call of a session, in order with its other calls, within its deadline.
 
         `counts_as_step`: the call is an agent's action (a step, a tool call); the session's
         step count, reported on resume, counts those that completed. `kind` (reset, step,
-        state, call) picks the deadline.
+        state, call) picks the deadline. `detached`: `work` awaits async environment code,
+        so it runs in a task of its own that the deadline can leave behind even if that code
+        ignores cancellation (False: it only awaits sync calls on the dispatcher, the fast path).
         """
         session.busy += 1
         try:
@@ -600,25 +606,26 @@ class SessionManager:
                         timeout, self._expire, session, kind, timeout, None
                     )
                 try:
-                    result = await work()
+                    result = await (self._detached(session, work) if detached else work())
                 except (CallTimeoutError, asyncio.CancelledError) as exc:
                     timed_out = session.call_timed_out
                     if timed_out is None:
                         raise
-                    if isinstance(exc, asyncio.CancelledError):
-                        _uncancel(session.call_task)
+                    if isinstance(exc, asyncio.CancelledError) and not detached:
+                        _uncancel(asyncio.current_task())  # our own cancel(), now a TIMEOUT
                     await self._end_hung(session, timed_out)
                     raise timed_out from None
                 finally:
                     if handle is not None:
                         handle.cancel()
                     self.running.discard(session)
-                    session.call_task = None
+                    session.call_task = session.waiter = None
                     if self._all_done is not None and not self.running:
                         self._all_done.set()
                 if session.call_timed_out is not None:
-                    # The deadline passed as an async call returned anyway: keep its result.
-                    _uncancel(asyncio.current_task())
+                    # The deadline passed just as the call returned: keep its result.
+                    if not detached:
+                        _uncancel(asyncio.current_task())
                     session.call_timed_out = None
                 if counts_as_step:
                     session.step_count += 1
@@ -632,10 +639,9 @@ class SessionManager:
         task = session.call_task
         if task is None or session.call_timed_out is not None:
             return
-        message = why or (
-            f"{kind}() did not return within its {timeout:g}s deadline; the session was ended "
-            "(start a new one)"
-        )
+        message = why or f"{kind}() did not return within its {timeout:g}s deadline"
+        if session.id != "stateless":
+            message += "; the session was ended (start a new one)"
         error = CallTimeoutError(message, method=kind, timeout_s=timeout)
         session.call_timed_out = error
         fut = session.pending
@@ -646,8 +652,28 @@ class SessionManager:
             if self.dispatcher.abandon(fut, env.close if env is not None else None):
                 session.env = None
             fut.set_exception(error)
-        else:
-            task.cancel()  # an async call (or one on the loop): cancelled at its await
+            return
+        task.cancel()  # async code is cancelled at its await
+        waiter = session.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)  # ... and left behind, should it not stop
+
+    async def _detached(self, session: Session, work: Callable[[], Awaitable[T]]) -> T:
+        """Run `work` in a task of its own; the caller stops waiting at the deadline."""
+        loop = asyncio.get_running_loop()
+        inner: asyncio.Task[T] = loop.create_task(work())  # type: ignore[arg-type]
+        waiter: asyncio.Future[None] = loop.create_future()
+        inner.add_done_callback(functools.partial(_wake, waiter))
+        session.call_task, session.waiter = inner, waiter
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            inner.cancel()  # the caller went away (its connection ended)
+            raise
+        if not inner.done():
+            assert session.call_timed_out is not None
+            raise session.call_timed_out
+        return inner.result()
 
     def _expire_all(self, why: str) -> None:
         for session in list(self.running):
@@ -737,7 +763,13 @@ class SessionManager:
             await reset_rubric(env)
             return self._check_observation(obs, "reset")
 
-        return await self.call(session, work, kind="reset")
+        env = session.env
+        sync = (
+            env is not None
+            and not self._is_async(env, "reset_async")
+            and getattr(env, "rubric", None) is None
+        )
+        return await self.call(session, work, kind="reset", detached=not sync)
 
     async def step(
         self, session: Session, action: Action, kwargs: dict[str, Any] | None = None
@@ -759,7 +791,13 @@ class SessionManager:
                 await score_step(env, action, obs, lambda fn: self._run(session, fn))
             return obs
 
-        return await self.call(session, work, counts_as_step=True, kind="step")
+        env = session.env
+        sync = (
+            env is not None
+            and not self._is_async(env, "step_async")
+            and getattr(env, "rubric", None) is None
+        )
+        return await self.call(session, work, counts_as_step=True, kind="step", detached=not sync)
 
     async def state(self, session: Session) -> State:
         async def work() -> State:
@@ -770,7 +808,7 @@ class SessionManager:
             except Exception as exc:
                 raise self._execution_error("state", exc) from exc
 
-        return await self.call(session, work, kind="state")
+        return await self.call(session, work, kind="state", detached=False)
 
     @staticmethod
     def _check_observation(obs: Any, method: str) -> Observation:
@@ -803,6 +841,13 @@ class SessionManager:
         finally:
             session._closed = True
             await self._close_env(session)
+
+
+def _wake(waiter: asyncio.Future[None], task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, also for a task left behind by its deadline
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _uncancel(task: asyncio.Task[Any] | None) -> None:
