@@ -295,14 +295,16 @@ class CallDispatcher:
                 result: _Result = (future, None, None)
             else:
                 result = _call(future, fn)
-            inbox.results.append(result)
             with self._lock:
                 worker.future = None
                 then, worker.then = worker.then, None
-                if not worker.abandoned:
+                if worker.abandoned:  # nobody waits for this result any more
+                    wake = False
+                else:
+                    inbox.results.append(result)
                     self._idle += 1
-                wake = not inbox.wakeup_pending
-                inbox.wakeup_pending = True
+                    wake = not inbox.wakeup_pending
+                    inbox.wakeup_pending = True
             if wake:
                 inbox.notify(self._deliver, None)
             if then is not None:
@@ -345,6 +347,9 @@ class CallDispatcher:
                 if spawn:
                     worker.abandoned = True
                     self.abandoned += 1
+                    inbox = self._inboxes.get(asyncio.get_running_loop())
+                    if inbox is not None:  # its result will never be delivered
+                        inbox.in_flight -= 1
                     if worker is express:
                         self._express = None  # the next lone call starts a new express worker
                         spawn = False
@@ -373,11 +378,13 @@ class CallDispatcher:
                 return
             inbox, future, fn = item
             if self._skip and self._skipped(future):
-                inbox.results.append((future, None, None))
+                result: _Result = (future, None, None)
             else:
-                inbox.results.append(_call(future, fn))
+                result = _call(future, fn)
             with self._lock:
-                wake = not inbox.wakeup_pending and not inbox.handing_over
+                if not express.abandoned:
+                    inbox.results.append(result)
+                wake = not inbox.wakeup_pending and not inbox.handing_over and not express.abandoned
                 inbox.wakeup_pending = wake or inbox.wakeup_pending
                 wakeup = inbox.wakeup
                 stop = self._closed or express.abandoned

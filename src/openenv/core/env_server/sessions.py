@@ -173,6 +173,7 @@ class Session:
         "call_timed_out",
         "closed_reason",
         "created_at",
+        "deadline",
         "detached_at",
         "env",
         "exit_stack",
@@ -208,6 +209,8 @@ class Session:
         self.call_timed_out: CallTimeoutError | None = None
         #: What the caller of a detached (async) call awaits: set when it ends or expires.
         self.waiter: asyncio.Future[None] | None = None
+        #: (monotonic deadline, call kind, timeout) of the call running, read by the watchdog.
+        self.deadline: tuple[float, str, float] | None = None
         self.exit_stack: contextlib.AsyncExitStack | None = None
         # Resume support (WebSocket sessions that asked for it).
         self.resumable = False
@@ -281,6 +284,7 @@ class SessionManager:
         self._ended: OrderedDict[str, str] = OrderedDict()
         self._timeouts = {k: config.timeout_for(k) for k in ("reset", "step", "state", "call")}
         self._close_timeout: float | None = self._timeouts["call"]
+        self._watchdog: asyncio.Task[None] | None = None
         single = getattr(self.env_class, "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
         # Threads start on demand: the pool only grows to as many sync calls as block at once.
         workers = 1 if single else config.max_threads
@@ -433,11 +437,12 @@ class SessionManager:
     async def shutdown(
         self, ws_code: int = CLOSE_SHUTDOWN, reason: str = "server shutting down"
     ) -> None:
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(BaseException):
-                await self._reaper
-            self._reaper = None
+        for task in (self._reaper, self._watchdog):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._reaper = self._watchdog = None
         self.draining = True
         self._expire_all("the server shut down before the call finished")
         sessions = list(self.sessions.values())
@@ -599,12 +604,11 @@ class SessionManager:
                     kind = "step"  # an MCP tool call is an agent's action: the step deadline
                 timeout = self._timeouts.get(kind, self._timeouts["call"])
                 session.call_task = asyncio.current_task()
-                self.running.add(session)
-                handle = None
                 if timeout is not None:
-                    handle = asyncio.get_running_loop().call_later(
-                        timeout, self._expire, session, kind, timeout, None
-                    )
+                    session.deadline = (session.last_activity + timeout, kind, timeout)
+                    if self._watchdog is None:
+                        self._start_watchdog()
+                self.running.add(session)
                 try:
                     result = await (self._detached(session, work) if detached else work())
                 except (CallTimeoutError, asyncio.CancelledError) as exc:
@@ -616,10 +620,8 @@ class SessionManager:
                     await self._end_hung(session, timed_out)
                     raise timed_out from None
                 finally:
-                    if handle is not None:
-                        handle.cancel()
                     self.running.discard(session)
-                    session.call_task = session.waiter = None
+                    session.call_task = session.waiter = session.deadline = None
                     if self._all_done is not None and not self.running:
                         self._all_done.set()
                 if session.call_timed_out is not None:
@@ -674,6 +676,26 @@ class SessionManager:
             assert session.call_timed_out is not None
             raise session.call_timed_out
         return inner.result()
+
+    def _start_watchdog(self) -> None:
+        timeouts = [t for t in self._timeouts.values() if t is not None]
+        tick = max(0.02, min(1.0, min(timeouts) / 10)) if timeouts else 1.0
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch(tick))
+
+    async def _watch(self, tick: float) -> None:
+        """Expire calls past their deadline (one task for all calls: no timer per call)."""
+        while True:
+            await asyncio.sleep(tick)
+            if not self.running:
+                continue
+            now = time.monotonic()
+            for session in list(self.running):
+                deadline = session.deadline
+                if deadline is not None and now >= deadline[0]:
+                    try:
+                        self._expire(session, deadline[1], deadline[2], None)
+                    except Exception:
+                        logger.exception("Ending a call past its deadline failed")
 
     def _expire_all(self, why: str) -> None:
         for session in list(self.running):
