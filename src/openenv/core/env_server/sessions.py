@@ -281,7 +281,8 @@ class SessionManager:
         self.running: set[Session] = set()
         self.draining = False
         self._all_done: asyncio.Event | None = None  # set when `running` empties while draining
-        self._ended: OrderedDict[str, str] = OrderedDict()
+        #: session id -> (transport, why) of sessions a hung call ended, the latest ones.
+        self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._timeouts = {k: config.timeout_for(k) for k in ("reset", "step", "state", "call")}
         self._close_timeout: float | None = self._timeouts["call"]
         self._watchdog: asyncio.Task[None] | None = None
@@ -388,7 +389,9 @@ class SessionManager:
         if session is not None and by is not None and by != "ws" and session.transport == "ws":
             session = None
         if session is None and session_id in self._ended:
-            raise self._ended_error(session_id, self._ended[session_id])
+            transport, reason = self._ended[session_id]
+            if by is None or by == "ws" or transport != "ws":
+                raise self._ended_error(session_id, reason)
         if session is None or session.closed:
             raise SessionLostError(
                 f"Unknown session_id: {session_id}. It was closed, expired, or never existed; "
@@ -709,7 +712,7 @@ class SessionManager:
         session._closed = True
         session.closed_reason = error.message
         if self.sessions.pop(session.id, None) is not None:
-            self._ended[session.id] = error.message
+            self._ended[session.id] = (session.transport, error.message)
             while len(self._ended) > _ENDED_REMEMBERED:
                 self._ended.popitem(last=False)
             self.slots.release()
