@@ -96,6 +96,23 @@ async def test_hung_steps_time_out_and_free_their_slots(server: RunningServer) -
     await wait_capacity(server.url, active_sessions=base)
 
 
+async def test_hung_clients_that_left_do_not_keep_their_slots(server: RunningServer) -> None:
+    """The clients of hung steps disconnect before the deadline: their slots still come back."""
+    base = capacity(server.url)["active_sessions"]
+    for resumable in (False, True):
+        url = server.ws_url + ("?resumable=1" if resumable else "")
+        conns = [await ws_connect(url).__aenter__() for _ in range(2)]
+        for ws in conns:
+            if resumable:
+                await recv(ws)
+            assert_observation_frame(await request(ws, {"type": "reset"}))
+            await send(ws, _hang("left"))
+        await wait_capacity(server.url, active_sessions=base + 2)
+        for ws in conns:
+            ws.transport.abort()  # gone without a close handshake
+        await wait_capacity(server.url, active_sessions=base)
+
+
 async def test_http_calls_get_a_typed_timeout(server: RunningServer) -> None:
     async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT) as http:
         base = (await http.get("/capacity")).json()["active_sessions"]
