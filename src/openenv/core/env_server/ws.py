@@ -216,8 +216,10 @@ class WebSocketHandler:
             raw = message.get("text")
             if raw is None:
                 raw = message.get("bytes") or b""
-            if session.closed or session.websocket is not websocket:
-                return
+            if session.websocket is not websocket or (
+                session.closed and session.call_timed_out is None
+            ):
+                return  # (a session ended by a hung call answers why, below)
             size = len(raw)
             if isinstance(raw, str) and size * 4 > limit:
                 size = len(raw.encode())
