@@ -189,3 +189,107 @@ async def test_pipes_stand_in_where_there_is_no_eventfd(monkeypatch: pytest.Monk
     gathered = await asyncio.gather(*(dispatcher.run(lambda i=i: i) for i in range(50)))
     assert gathered == list(range(50))
     dispatcher.shutdown()
+
+
+# -- giving up on hung calls (server-side deadlines) -------------------------------------------
+
+
+async def _until(predicate: object, what: str) -> None:
+    for _ in range(3000):  # a bound only a real hang reaches
+        if predicate():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{what} did not happen")
+
+
+async def test_an_abandoned_call_leaves_the_pool_and_a_replacement_serves_the_queue() -> None:
+    dispatcher = CallDispatcher(2)  # one pool thread (and an express worker, not used here)
+    release = threading.Event()
+    hung_threads: list[threading.Thread] = []
+    then_threads: list[threading.Thread] = []
+
+    def hang() -> None:
+        hung_threads.append(threading.current_thread())
+        release.wait(30)
+
+    hung = dispatcher.run(hang)
+    await _until(lambda: hung_threads, "the hung call starting")
+    queued = dispatcher.run(lambda: "served")  # the only pool thread is busy: it waits
+    assert dispatcher.abandon(hung, lambda: then_threads.append(threading.current_thread()))
+    hung.cancel()  # the caller settles the future it gave up on
+    assert await asyncio.wait_for(queued, 30) == "served"
+    assert dispatcher.abandoned == 1
+
+    release.set()  # the hung call returns at last: its thread cleans up and leaves
+    (thread,) = hung_threads
+    await asyncio.to_thread(thread.join, 30)
+    assert not thread.is_alive()
+    assert then_threads == [thread]
+    assert dispatcher.abandoned == 0
+    assert await dispatcher.run(lambda: "still serving") == "still serving"
+    dispatcher.shutdown()
+
+
+async def test_an_abandoned_express_call_gets_a_new_express_worker() -> None:
+    dispatcher = CallDispatcher(2)
+    await _warm_up(dispatcher)
+    release = threading.Event()
+    started = threading.Event()
+
+    def hang() -> threading.Thread:
+        started.set()
+        release.wait(30)
+        return threading.current_thread()
+
+    hung = dispatcher.run(hang)
+    await asyncio.to_thread(started.wait, 30)
+    assert dispatcher.abandon(hung)
+    hung.cancel()
+    await _warm_up(dispatcher)
+    names = {await dispatcher.run(lambda: threading.current_thread().name) for _ in range(20)}
+    assert names == {"openenv-env-x1"}, names  # the replacement express worker
+    release.set()
+    dispatcher.shutdown()
+
+
+async def test_a_call_given_up_before_it_started_is_skipped() -> None:
+    dispatcher = CallDispatcher(2)
+    release = threading.Event()
+    started = threading.Event()
+    ran: list[str] = []
+    blocker = dispatcher.run(lambda: (started.set(), release.wait(30)))
+    await asyncio.to_thread(started.wait, 30)
+    queued = dispatcher.run(lambda: ran.append("ran"))
+    assert not dispatcher.abandon(queued)  # no thread runs it yet
+    queued.cancel()
+    release.set()
+    await blocker
+    assert await dispatcher.run(lambda: "after") == "after"
+    assert ran == []
+    dispatcher.shutdown()
+
+
+async def test_abandoned_threads_are_bounded() -> None:
+    dispatcher = CallDispatcher(2, max_abandoned=1)
+    release = threading.Event()
+    running: list[str] = []
+
+    def hang(tag: str) -> None:
+        running.append(tag)
+        release.wait(30)
+
+    first = dispatcher.run(lambda: hang("first"))
+    await _until(lambda: "first" in running, "the first hung call starting")
+    assert dispatcher.abandon(first)
+    first.cancel()
+    second = dispatcher.run(lambda: hang("second"))  # on the replacement thread
+    await _until(lambda: "second" in running, "the second hung call starting")
+    assert dispatcher.abandon(second)  # it runs on a thread, but past the bound
+    second.cancel()
+    assert dispatcher.abandoned == 1
+    third = dispatcher.run(lambda: "third")
+    await asyncio.sleep(0.05)
+    assert not third.done()  # the second hung thread kept its place: nothing replaced it
+    release.set()
+    assert await asyncio.wait_for(third, 30) == "third"
+    dispatcher.shutdown()

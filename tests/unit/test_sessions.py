@@ -183,3 +183,47 @@ async def test_sync_calls_leave_the_loop_unless_the_env_opts_in(env_cls, on_loop
     if not on_loop:
         assert ThreadRecorder.threads[0].startswith("openenv-env")
     await manager.shutdown()
+
+
+def test_call_deadlines_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENENV_RESET_TIMEOUT", "OPENENV_STATE_TIMEOUT", "OPENENV_SHUTDOWN_GRACE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENENV_CALL_TIMEOUT", "40")
+    monkeypatch.setenv("OPENENV_STEP_TIMEOUT", "5")
+    config = ServerConfig.from_env()
+    assert config.timeout_for("step") == 5
+    assert config.timeout_for("reset") == config.timeout_for("state") == 40
+    assert config.timeout_for("factory") == 40
+    assert config.shutdown_grace_s == 10
+    assert ServerConfig.from_env(call_timeout=0, step_timeout=0).timeout_for("step") is None
+    monkeypatch.delenv("OPENENV_CALL_TIMEOUT")
+    monkeypatch.delenv("OPENENV_STEP_TIMEOUT")
+    assert ServerConfig.from_env().timeout_for("step") == 600  # finite by default
+
+
+async def test_a_hung_factory_times_out_frees_its_slot_and_its_late_env_is_closed() -> None:
+    import threading
+
+    from openenv.core.errors import CallTimeoutError
+
+    release = threading.Event()
+    built: list[Recorder] = []
+
+    def slow_factory() -> Recorder:
+        release.wait(30)
+        built.append(Recorder())
+        return built[-1]
+
+    manager = SessionManager(
+        slow_factory, ServerConfig(max_concurrent_envs=1, session_timeout=None, call_timeout=0.2)
+    )
+    with pytest.raises(CallTimeoutError):
+        await manager.create("ws")
+    assert manager.slots.used == 0
+    release.set()  # the factory returns after all: the abandoned thread closes what it built
+    for _ in range(3000):
+        if built and id(built[0]) in Recorder.closed:
+            break
+        await asyncio.sleep(0.01)
+    assert built and id(built[0]) in Recorder.closed
+    await manager.shutdown()

@@ -39,6 +39,10 @@ from .protocol import (
 )
 from .utils import convert_to_http_url, convert_to_ws_url
 
+#: WebSocket close code of a server that shuts down (RFC 6455 "service restart"): its sessions
+#: are gone, reconnect and start anew instead of resuming.
+CLOSE_SERVICE_RESTART = 1012
+
 if TYPE_CHECKING:
     from typing_extensions import Self
     from websockets.asyncio.client import ClientConnection
@@ -381,7 +385,21 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             logger.exception("openenv client reader failed")
         if ws is self._ws and not self._closing:
             self._ws = None
-            if self._pending or self.resume:
+            if ws.close_code == CLOSE_SERVICE_RESTART:
+                # The server is shutting down and took its sessions along: resuming here cannot
+                # work. Retryable: the next reset() opens a new session (wherever the URL leads).
+                self._mark_lost()
+                self._lost_session = (
+                    f"{self._lost_session} (the server shut down: close {CLOSE_SERVICE_RESTART})"
+                )
+                self._fail_pending(
+                    ConnectionLostError(
+                        f"The environment server is shutting down (close {CLOSE_SERVICE_RESTART}: "
+                        f"{ws.close_reason or 'service restart'}); the session ended. Call reset() "
+                        "to start a new session."
+                    )
+                )
+            elif self._pending or self.resume:
                 self._recovering = asyncio.get_running_loop().create_task(self._recover())
 
     async def _recover(self) -> None:

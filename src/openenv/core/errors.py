@@ -124,6 +124,13 @@ class ReplyEvictedError(ServerError):
     default_code = WSErrorCode.REPLY_EVICTED
 
 
+class CallTimeoutError(ServerError):
+    """An environment call passed its server-side deadline (or the server shut down first).
+    The server ended the session: start a new one. Infrastructure, never a reward of 0."""
+
+    default_code = WSErrorCode.TIMEOUT
+
+
 class ServerUnreachableError(OpenEnvError, ConnectionError):
     """No server answered at the URL (refused, unresolvable, handshake failed or timed out)."""
 
@@ -175,6 +182,7 @@ _CLASS_BY_CODE: dict[str, type[ServerError]] = {
     "SESSION_NOT_FOUND": SessionLostError,
     "SESSION_EXPIRED": SessionExpiredError,
     "REPLY_EVICTED": ReplyEvictedError,
+    "TIMEOUT": CallTimeoutError,
 }
 
 

@@ -8,6 +8,12 @@ from typing import Any
 
 #: Sessions allowed at once when the environment supports concurrency and nothing else is said.
 DEFAULT_CONCURRENT_SESSIONS = 1024
+#: Server-side deadline of an environment call, in seconds, when nothing else is said: long
+#: enough for slow simulators and tool calls, finite so that a hung call cannot hold a slot and
+#: a worker thread forever.
+DEFAULT_CALL_TIMEOUT = 600.0
+#: Seconds SIGTERM waits for in-flight calls to reply before the server ends them and exits.
+DEFAULT_SHUTDOWN_GRACE = 10.0
 
 
 def _env_number(name: str, kind: type) -> Any | None:
@@ -52,6 +58,17 @@ class ServerConfig:
     allowed_origins: tuple[str, ...] = ()
     #: Serve the interactive API pages (/docs, /redoc). Env: OPENENV_DOCS=0 turns them off.
     docs: bool = True
+    #: Server-side deadline (seconds) of every environment call: factory, reset, step, state,
+    #: MCP calls, close. Env: OPENENV_CALL_TIMEOUT. A call past it gets a TIMEOUT error and its
+    #: session ends. 0 or less: no deadline (a hung call then holds its slot and thread).
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT
+    #: Per-kind deadlines; None: `call_timeout`. Env: OPENENV_RESET_TIMEOUT,
+    #: OPENENV_STEP_TIMEOUT (also MCP tool calls), OPENENV_STATE_TIMEOUT.
+    reset_timeout: float | None = None
+    step_timeout: float | None = None
+    state_timeout: float | None = None
+    #: Seconds SIGTERM waits for in-flight calls to reply. Env: OPENENV_SHUTDOWN_GRACE.
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE
     #: Invalid WebSocket messages a connection may send per second (bursts up to ten times as
     #: many) before it is closed (1008), so one flooding client cannot starve the others.
     #: 0: no limit.
@@ -75,6 +92,11 @@ class ServerConfig:
             "max_message_bytes": ("OPENENV_MAX_MESSAGE_BYTES", int),
             "max_threads": ("OPENENV_MAX_THREADS", int),
             "replay_bytes": ("OPENENV_REPLAY_BYTES", int),
+            "call_timeout": ("OPENENV_CALL_TIMEOUT", float),
+            "reset_timeout": ("OPENENV_RESET_TIMEOUT", float),
+            "step_timeout": ("OPENENV_STEP_TIMEOUT", float),
+            "state_timeout": ("OPENENV_STATE_TIMEOUT", float),
+            "shutdown_grace_s": ("OPENENV_SHUTDOWN_GRACE", float),
             "ws_invalid_frame_limit": ("OPENENV_WS_INVALID_FRAME_LIMIT", int),
             "ws_bytes_per_s": ("OPENENV_WS_BYTES_PER_S", int),
         }
@@ -99,6 +121,19 @@ class ServerConfig:
         config = cls(**values)
         if config.session_timeout is not None and config.session_timeout <= 0:
             config.session_timeout = None
+        if config.shutdown_grace_s < 0:
+            config.shutdown_grace_s = 0.0
         if config.max_concurrent_envs is not None and config.max_concurrent_envs < 1:
             raise ValueError("max_concurrent_envs must be at least 1")
         return config
+
+    def timeout_for(self, kind: str) -> float | None:
+        """The deadline of a call of `kind` (reset, step, state, or any other: call_timeout);
+        None when there is none."""
+        value = getattr(self, f"{kind}_timeout", None) if kind in _KINDS else None
+        if value is None:
+            value = self.call_timeout
+        return value if value is not None and value > 0 else None
+
+
+_KINDS = frozenset({"reset", "step", "state"})

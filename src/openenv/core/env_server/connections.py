@@ -380,8 +380,11 @@ def close_websocket_soon(
     return task
 
 
-async def wait_closing(timeout: float = CLOSE_BOUND_S + 1.0) -> None:
-    """Wait (bounded) for close frames still being sent, e.g. before the server exits."""
+async def wait_closing(timeout: Optional[float] = None) -> None:
+    """Wait (at most `timeout`, and never longer than a close takes) for close frames still
+    being sent, e.g. before the server exits."""
+    bound = CLOSE_BOUND_S + 1.0
+    timeout = bound if timeout is None else min(timeout, bound)
     loop = asyncio.get_running_loop()
     pending = {t for t in _closing if t.get_loop() is loop and not t.done()}
     if pending:

@@ -14,11 +14,19 @@ Python, so that overhead is most of a step. Two paths replace it:
   of the loop. A lock or `call_soon_threadsafe` would wake the thread while the waker still
   holds the GIL: on a busy core the woken thread runs, finds the GIL taken and sleeps again.
   On this path a hop costs about 6 µs instead of 18 µs.
+
+A call can be given up (`abandon`, used when it passes its server-side deadline). A Python
+thread cannot be killed, so the thread running it is abandoned instead: it no longer counts
+against the pool, which may start a replacement, and it exits (after running the `then` hook,
+e.g. the environment's `close`) whenever the call returns. At most `max_abandoned` threads are
+abandoned at once; past that, a hung thread keeps its place in the pool. A call given up while
+still queued is skipped. Every worker is a daemon thread, so hung calls never delay exit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import threading
@@ -28,7 +36,11 @@ from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any, Optional
 
+logger = logging.getLogger("openenv.server")
 _STOP = object()
+#: Abandoned (hung) threads allowed besides the pool, at least: past that, a hung call keeps
+#: its thread's place in the pool. Bounds the threads a stream of hung calls can pile up.
+_MIN_ABANDONED = 64
 #: A loop's calls take the express worker after this many in a row found no other call in
 #: flight. Under load the count keeps dropping to 0 (a call that finds the in-flight count at
 #: 0 between two batches of results is no sign of a quiet loop); a lone session passes it on
@@ -71,16 +83,29 @@ class _Wakeup:
             os.close(self.write_fd)
 
 
-class _Express:
-    """The express worker: runs a loop's call when it is the only one in flight."""
+class _Worker:
+    """A pool thread and the call it runs (read by `abandon`, under the dispatcher's lock)."""
 
-    __slots__ = ("idle", "item", "thread", "wakeup")
+    __slots__ = ("abandoned", "future", "then", "thread")
 
     def __init__(self) -> None:
+        self.future: Optional[asyncio.Future[Any]] = None
+        self.abandoned = False
+        #: Run on this thread once its current call returns (the caller gave up on it).
+        self.then: Optional[Callable[[], Any]] = None
+        self.thread: Optional[threading.Thread] = None
+
+
+class _Express(_Worker):
+    """The express worker: runs a loop's call when it is the only one in flight."""
+
+    __slots__ = ("idle", "item", "wakeup")
+
+    def __init__(self) -> None:
+        super().__init__()
         self.wakeup = _Wakeup(nonblocking=False)
         self.item: Any = None
         self.idle = True
-        self.thread: Optional[threading.Thread] = None
 
 
 class _Inbox:
@@ -140,15 +165,24 @@ class CallDispatcher:
       back in batches (the throughput case).
     """
 
-    def __init__(self, max_threads: int, name: str = "openenv-env") -> None:
+    def __init__(
+        self, max_threads: int, name: str = "openenv-env", max_abandoned: int | None = None
+    ) -> None:
         if max_threads < 1:
             raise ValueError("max_threads must be at least 1")
+        #: Threads given up on (hung calls) that no longer count against the pool.
+        self.max_abandoned = (
+            max(_MIN_ABANDONED, max_threads) if max_abandoned is None else max_abandoned
+        )
+        self.abandoned = 0
+        #: Futures given up on before a worker took them: skipped, not run.
+        self._skip: set[asyncio.Future[Any]] = set()
         # With one thread allowed, every call must run on the same thread: no express worker.
         self._express_allowed = max_threads > 1
         self._max = max_threads - 1 if self._express_allowed else max_threads
         self._name = name
         self._calls: SimpleQueue[Any] = SimpleQueue()
-        self._threads: list[threading.Thread] = []
+        self._threads: list[_Worker] = []
         self._idle = 0
         self._lock = threading.Lock()
         self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
@@ -198,7 +232,10 @@ class CallDispatcher:
             express = self._express = _Express()
             self._wakeups.append(express.wakeup)
             express.thread = threading.Thread(
-                target=self._express_work, args=(express,), name=f"{self._name}-x", daemon=True
+                target=self._express_work,
+                args=(express,),
+                name=f"{self._name}-x{self.abandoned or ''}",
+                daemon=True,
             )
             express.thread.start()
         with self._lock:
@@ -206,6 +243,7 @@ class CallDispatcher:
                 return False
             express.idle = False
         express.item = item
+        express.future = item[1]
         # The write releases the GIL, so the worker often runs the call before the write
         # returns. It then leaves the result without waking the loop, the result is set here
         # and the caller's await does not suspend.
@@ -235,26 +273,102 @@ class CallDispatcher:
         return inbox
 
     def _spawn(self) -> None:
-        thread = threading.Thread(
-            target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
+        worker = _Worker()
+        worker.thread = threading.Thread(
+            target=self._work,
+            args=(worker,),
+            name=f"{self._name}-{len(self._threads) + self.abandoned}",
+            daemon=True,
         )
-        self._threads.append(thread)
-        thread.start()
+        self._threads.append(worker)
+        worker.thread.start()
 
-    def _work(self) -> None:
+    def _work(self, worker: _Worker) -> None:
         calls = self._calls
         while True:
             item = calls.get()
             if item is _STOP:
                 return
             inbox, future, fn = item
-            inbox.results.append(_call(future, fn))
+            worker.future = future
+            if self._skip and self._skipped(future):
+                result: _Result = (future, None, None)
+            else:
+                result = _call(future, fn)
             with self._lock:
-                self._idle += 1
-                wake = not inbox.wakeup_pending
-                inbox.wakeup_pending = True
+                worker.future = None
+                then, worker.then = worker.then, None
+                if worker.abandoned:  # nobody waits for this result any more
+                    wake = False
+                else:
+                    inbox.results.append(result)
+                    self._idle += 1
+                    wake = not inbox.wakeup_pending
+                    inbox.wakeup_pending = True
             if wake:
                 inbox.notify(self._deliver, None)
+            if then is not None:
+                _run_hook(then)
+            if worker.abandoned:
+                with self._lock:
+                    self.abandoned -= 1
+                return
+
+    def _skipped(self, future: asyncio.Future[Any]) -> bool:
+        with self._lock:
+            if future in self._skip:
+                self._skip.discard(future)
+                return True
+        return False
+
+    def abandon(
+        self, future: asyncio.Future[Any], then: Optional[Callable[[], Any]] = None
+    ) -> bool:
+        """Give up on the call of `future` (call from its loop); True if a thread runs it.
+
+        The running thread leaves the pool (a replacement may start, up to `max_abandoned`
+        abandoned threads) and runs `then` once the call returns. A call still queued is
+        skipped and `then` is not run (False). The caller settles `future` itself.
+        """
+        with self._lock:
+            self._skip.add(future)
+            worker: Optional[_Worker] = None
+            express = self._express
+            if express is not None and not express.idle and express.future is future:
+                worker = express
+            else:
+                worker = next((w for w in self._threads if w.future is future), None)
+            if worker is None:
+                spawn = False
+            else:
+                self._skip.discard(future)
+                worker.then = then
+                spawn = self.abandoned < self.max_abandoned
+                if spawn:
+                    worker.abandoned = True
+                    self.abandoned += 1
+                    inbox = self._inboxes.get(asyncio.get_running_loop())
+                    if inbox is not None:  # its result will never be delivered
+                        inbox.in_flight -= 1
+                    if worker is express:
+                        self._express = None  # the next lone call starts a new express worker
+                        spawn = False
+                    else:
+                        self._threads.remove(worker)
+                        spawn = self._idle < 0  # calls wait: start the replacement now
+                        if spawn:
+                            self._idle += 1
+        if worker is None:
+            return False
+        if not worker.abandoned:
+            logger.error(
+                "%d threads already hang in abandoned calls: this one keeps its place in the "
+                "pool until its call returns",
+                self.abandoned,
+            )
+        if spawn and not self._closed:
+            self._spawn()
+        return True
 
     def _express_work(self, express: _Express) -> None:
         while True:
@@ -263,17 +377,28 @@ class CallDispatcher:
             if item is _STOP:
                 return
             inbox, future, fn = item
-            inbox.results.append(_call(future, fn))
+            if self._skip and self._skipped(future):
+                result: _Result = (future, None, None)
+            else:
+                result = _call(future, fn)
             with self._lock:
-                wake = not inbox.wakeup_pending and not inbox.handing_over
+                if not express.abandoned:
+                    inbox.results.append(result)
+                wake = not inbox.wakeup_pending and not inbox.handing_over and not express.abandoned
                 inbox.wakeup_pending = wake or inbox.wakeup_pending
                 wakeup = inbox.wakeup
-                stop = self._closed
+                stop = self._closed or express.abandoned
+                then, express.then = express.then, None
                 # Idle before the loop hears of the result, so that its next call finds us.
                 express.idle = not stop
             if wake:
                 inbox.notify(self._deliver, wakeup)
+            if then is not None:
+                _run_hook(then)
             if stop:
+                if express.abandoned:
+                    with self._lock:
+                        self.abandoned -= 1
                 return
 
     def _deliver(self, inbox: _Inbox) -> None:
@@ -288,7 +413,7 @@ class CallDispatcher:
         while results:
             future, error, result = results.popleft()
             inbox.in_flight -= 1
-            if future.cancelled():
+            if future.done():  # given up on (cancelled or settled by its deadline)
                 continue
             if error is not None:
                 future.set_exception(error)
@@ -336,6 +461,13 @@ def _call(future: asyncio.Future[Any], fn: Callable[[], Any]) -> _Result:
         return future, None, fn()
     except BaseException as exc:
         return future, exc, None
+
+
+def _run_hook(then: Callable[[], Any]) -> None:
+    try:
+        then()
+    except BaseException:
+        logger.exception("Clean-up after an abandoned call failed")
 
 
 def _close_all(wakeups: list[_Wakeup]) -> None:

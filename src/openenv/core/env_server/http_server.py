@@ -37,6 +37,7 @@ from .mcp_endpoint import MCPEndpoint
 from .security import AccessGuard
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import Session, SessionManager
+from .shutdown import SigtermDrain
 from .types import (
     Action,
     ConcurrencyConfig,
@@ -197,15 +198,22 @@ class HTTPEnvServer:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
-        """Start the reaper with the app; on shutdown close every session and environment."""
+        """Start the reaper with the app; on shutdown close every session and environment.
+
+        SIGTERM drains first (see `shutdown.SigtermDrain`): in-flight calls get to reply for up
+        to `shutdown_grace_s`, then WebSocket clients get close code 1012.
+        """
         # Everything imported so far lives as long as the process: keep it out of the garbage
         # collector's full passes, which otherwise stall every session under load.
         gc.collect()
         gc.freeze()
         self.manager.ensure_reaper()
+        drain = SigtermDrain(lambda: self.manager.drain(self.config.shutdown_grace_s))
+        drain.install()
         try:
             yield
         finally:
+            drain.uninstall()
             await self.manager.shutdown()
 
     # -- routes ---------------------------------------------------------------------------
@@ -227,6 +235,8 @@ class HTTPEnvServer:
 
         @app.get("/health", response_model=HealthResponse, tags=["Health"])
         async def health() -> Response:
+            if server.manager.draining:  # load balancers stop sending new sessions here
+                return _json({"status": "draining"}, 503)
             return _json({"status": "healthy"})
 
         @app.get("/metadata", response_model=EnvironmentMetadata, tags=["Environment Info"])

@@ -397,7 +397,9 @@ class MCPEndpoint:
         self, session: Session | None, work: Any, counts_as_step: bool = False
     ) -> Any:
         if session is None:  # stateless: a throwaway environment
-            return await self.manager.with_throwaway_env(lambda s: self._run(s, work))
+            return await self.manager.with_throwaway_env(
+                lambda s: self._run(s, work, counts_as_step)  # a tool call: the step deadline
+            )
         return await self._run(session, work, counts_as_step)
 
     async def _run(self, session: Session, work: Any, counts_as_step: bool = False) -> Any:

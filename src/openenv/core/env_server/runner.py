@@ -37,8 +37,18 @@ def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
         "ws_max_size": max(limit * 2, 16 * 1024 * 1024),
         "ws_per_message_deflate": False,
         "log_level": os.environ.get("OPENENV_LOG_LEVEL", "info"),
-        "timeout_graceful_shutdown": 10,
+        # The app drains its sessions on SIGTERM within OPENENV_SHUTDOWN_GRACE (see
+        # env_server/shutdown.py); uvicorn's own wait after that is bounded by the same figure.
+        "timeout_graceful_shutdown": shutdown_grace(),
     }
+
+
+def shutdown_grace() -> float:
+    """OPENENV_SHUTDOWN_GRACE, seconds (default 10): how long SIGTERM waits for replies."""
+    from .config import DEFAULT_SHUTDOWN_GRACE, _env_number
+
+    value = _env_number("OPENENV_SHUTDOWN_GRACE", float)
+    return max(0.0, DEFAULT_SHUTDOWN_GRACE if value is None else value)
 
 
 def run_server(

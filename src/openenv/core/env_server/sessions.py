@@ -3,6 +3,12 @@
 One `SessionManager` per server. A session owns one environment instance. Its calls run one
 at a time (an asyncio lock, no thread per session); sync environment methods run on a shared
 thread pool so they never block the event loop, async ones run on the loop itself.
+
+Every environment call has a server-side deadline (`ServerConfig.timeout_for`). A call past it
+gets a TIMEOUT error and its session ends at once (slot freed, later calls told why): a sync
+call's thread is abandoned to the dispatcher (it closes the environment if the call ever
+returns), an async call is cancelled. On SIGTERM, `drain` refuses new work, waits up to the
+grace period for calls in flight, ends the rest the same way, and closes every session.
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, Union
 
 from ..errors import (
+    CallTimeoutError,
     CapacityReachedError,
     EnvironmentExecutionError,
     FactoryError,
     ReplyEvictedError,
     ServerError,
+    SessionExpiredError,
     SessionLostError,
     exception_message,
 )
@@ -49,6 +57,11 @@ Outcome = Union[EncodedReply, ServerError]
 CLOSE_IDLE_TIMEOUT = 4001
 CLOSE_SHUTDOWN = 1001
 CLOSE_TAKEN_OVER = 4002
+#: Server shutting down: 1012 "service restart", the session is gone, reconnect elsewhere.
+CLOSE_RESTART = 1012
+RESTART_REASON = "server shutting down; start a new session (on another server)"
+#: Ids of sessions ended by a hung call, remembered so that a later call learns why.
+_ENDED_REMEMBERED = 1024
 
 
 def factory_class(factory: Callable[..., Any]) -> type | None:
@@ -142,6 +155,13 @@ class SlotPool:
                 raise
             raise self._full(waited=timeout) from None
 
+    def refuse_waiters(self, error: BaseException) -> None:
+        """Fail every queued acquire with `error` (the server is shutting down)."""
+        waiters, self._waiters = self._waiters, deque()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_exception(error)
+
     def release(self) -> None:
         while self._waiters:
             fut = self._waiters.popleft()
@@ -167,20 +187,25 @@ class Session:
         "_closed",
         "_lock",
         "busy",
+        "call_task",
+        "call_timed_out",
         "closed_reason",
         "created_at",
+        "deadline",
         "detached_at",
         "env",
         "exit_stack",
         "id",
         "inflight",
         "last_activity",
+        "pending",
         "replay_size",
         "replies",
         "resumable",
         "resume_token",
         "step_count",
         "transport",
+        "waiter",
         "websocket",
     )
 
@@ -196,6 +221,15 @@ class Session:
         self._lock: asyncio.Lock | None = None
         self._closed = False
         self.closed_reason: str | None = None
+        #: The task running the current call, the dispatcher future it awaits (a sync call),
+        #: and the TIMEOUT error once its deadline passed.
+        self.call_task: asyncio.Task[Any] | None = None
+        self.pending: asyncio.Future[Any] | None = None
+        self.call_timed_out: CallTimeoutError | None = None
+        #: What the caller of a detached (async) call awaits: set when it ends or expires.
+        self.waiter: asyncio.Future[None] | None = None
+        #: (monotonic deadline, call kind, timeout) of the call running, read by the watchdog.
+        self.deadline: tuple[float, str, float] | None = None
         self.exit_stack: contextlib.AsyncExitStack | None = None
         # Resume support (WebSocket sessions that asked for it).
         self.resumable = False
@@ -264,6 +298,15 @@ class SessionManager:
         self._safety_checked = safe is not None
         self.slots = SlotPool(limit, config.max_queued)
         self.sessions: dict[str, Session] = {}
+        #: Sessions with a call running (HTTP stateless ones included), for shutdown.
+        self.running: set[Session] = set()
+        self.draining = False
+        self._all_done: asyncio.Event | None = None  # set when `running` empties while draining
+        #: session id -> (transport, why) of sessions a hung call ended, the latest ones.
+        self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._timeouts = {k: config.timeout_for(k) for k in ("reset", "step", "state", "call")}
+        self._close_timeout: float | None = self._timeouts["call"]
+        self._watchdog: asyncio.Task[None] | None = None
         single = getattr(self.env_class, "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
         # Threads start on demand: the pool only grows to as many sync calls as block at once.
         workers = 1 if single else config.max_threads
@@ -290,8 +333,17 @@ class SessionManager:
     def new_session_id(self) -> str:
         return f"{self._id_prefix}{uuid.uuid4()}"
 
+    def refuse_if_draining(self) -> None:
+        if self.draining:
+            raise CapacityReachedError(
+                "Server is shutting down and accepts no new sessions; connect to another server.",
+                active_sessions=self.slots.used,
+                max_sessions=self.slots.size,
+            )
+
     async def create(self, transport: str, *, wait: bool = True) -> Session:
         """Reserve a slot (waiting in the queue if allowed) and build the environment."""
+        self.refuse_if_draining()
         self.ensure_reaper()
         await self.slots.acquire(self.config.queue_timeout_s if wait else 0.0)
         session = Session(self.new_session_id(), transport)
@@ -316,8 +368,20 @@ class SessionManager:
 
     async def build_env(self) -> Environment:
         """Call the factory off the event loop; failures become FACTORY_ERROR."""
+        built: list[Environment] = []
+
+        def build() -> Environment:
+            built.append(self.factory())
+            return built[-1]
+
+        def close_late() -> None:  # the factory returned after its deadline
+            for env in built:
+                env.close()
+
         try:
-            env = await self.dispatcher.run(self.factory)
+            env = await self.run_bounded(build, self._timeouts["call"], "factory", close_late)
+        except CallTimeoutError:
+            raise
         except Exception as exc:
             logger.exception("Environment factory %s failed", self.factory_name)
             raise FactoryError(
@@ -330,7 +394,7 @@ class SessionManager:
         if not self._safety_checked:
             self._safety_checked = True
             if self.slots.size > 1 and not getattr(env, "SUPPORTS_CONCURRENT_SESSIONS", False):
-                await self.dispatcher.run(env.close)
+                await self.run_bounded(env.close, self._close_timeout, "close")
                 raise FactoryError(
                     f"{type(env).__name__} does not declare SUPPORTS_CONCURRENT_SESSIONS = True; "
                     f"serve it with max_concurrent_envs=1.",
@@ -345,6 +409,10 @@ class SessionManager:
         session = self.sessions.get(session_id)
         if session is not None and by is not None and by != "ws" and session.transport == "ws":
             session = None
+        if session is None and session_id in self._ended:
+            transport, reason = self._ended[session_id]
+            if by is None or by == "ws" or transport != "ws":
+                raise self._ended_error(session_id, reason)
         if session is None or session.closed:
             raise SessionLostError(
                 f"Unknown session_id: {session_id}. It was closed, expired, or never existed; "
@@ -385,22 +453,60 @@ class SessionManager:
         if env is None:
             return
         try:
-            await self.dispatcher.run(env.close)
+            await self.run_bounded(env.close, self._close_timeout, "close")
         except Exception:
             logger.exception(
                 "close() of environment in session %s raised", session_log_id(session.id)
             )
 
-    async def shutdown(self) -> None:
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(BaseException):
-                await self._reaper
-            self._reaper = None
-        for session in list(self.sessions.values()):
-            await self.destroy(session, "server shutting down", CLOSE_SHUTDOWN)
-        await wait_closing()
+    async def shutdown(
+        self, ws_code: int = CLOSE_SHUTDOWN, reason: str = "server shutting down"
+    ) -> None:
+        for task in (self._reaper, self._watchdog):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._reaper = self._watchdog = None
+        self.draining = True
+        self._expire_all("the server shut down before the call finished")
+        sessions = list(self.sessions.values())
+        if sessions:  # closes run side by side: one slow close() does not hold up the others
+            await asyncio.gather(
+                *(self.destroy(s, reason, ws_code) for s in sessions), return_exceptions=True
+            )
+        await wait_closing(self._close_timeout)
         self.dispatcher.shutdown()
+
+    async def drain(self, grace: float) -> None:
+        """Graceful shutdown: refuse new sessions and calls, let calls in flight finish (their
+        replies are sent) for up to `grace` seconds, end the rest with TIMEOUT, then close every
+        session; WebSocket clients get close code 1012 (reconnect elsewhere)."""
+        self.draining = True
+        self.slots.refuse_waiters(self._draining_error())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        if self.running:
+            self._all_done = asyncio.Event()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._all_done.wait(), grace)
+        # Calls still running are given up; a close() gets what is left of the grace period.
+        self._close_timeout = max(0.5, deadline - loop.time())
+        if self.running:
+            self._expire_all(f"the server shut down; the call did not finish within {grace:g}s")
+            for _ in range(20):  # let the handlers send the TIMEOUT replies
+                if not self.running:
+                    break
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # replies of the last calls reach their sockets first
+        await self.shutdown(CLOSE_RESTART, RESTART_REASON)
+
+    def _draining_error(self) -> CapacityReachedError:
+        return CapacityReachedError(
+            "Server is shutting down and accepts no new sessions; connect to another server.",
+            active_sessions=self.slots.used,
+            max_sessions=self.slots.size,
+        )
 
     # -- the idle reaper ----------------------------------------------------------------
 
@@ -429,7 +535,7 @@ class SessionManager:
         reaped = 0
         for session in list(self.sessions.values()):
             if session.busy:
-                continue
+                continue  # a running call ends by itself or at its deadline
             if session.detached_at is not None and now - session.detached_at > grace:
                 await self.destroy(session, "resume grace period expired")
                 reaped += 1
@@ -455,31 +561,201 @@ class SessionManager:
         """Run a sync environment call off the event loop (or on it, if the env opted in)."""
         if session.env is not None and getattr(session.env, "RUNS_ON_EVENT_LOOP", False):
             return fn()
-        return await self.dispatcher.run(fn)
+        fut = self.dispatcher.run(fn)
+        session.pending = fut  # what a passed deadline gives up on
+        try:
+            return await fut
+        finally:
+            session.pending = None
+
+    async def run_bounded(
+        self,
+        fn: Callable[[], T],
+        timeout: float | None,
+        what: str,
+        then: Callable[[], Any] | None = None,
+    ) -> T:
+        """Run a sync call outside any session (factory, close) with a deadline; past it the
+        thread is abandoned (running `then` if the call returns) and TIMEOUT is raised."""
+        fut = self.dispatcher.run(fn)
+        if timeout is None or fut.done():
+            return await fut
+
+        def expire() -> None:
+            if not fut.done():
+                self.dispatcher.abandon(fut, then)
+                fut.set_exception(
+                    CallTimeoutError(
+                        f"{what}() of {self.factory_name} did not return within {timeout:g}s",
+                        method=what,
+                        timeout_s=timeout,
+                    )
+                )
+
+        handle = asyncio.get_running_loop().call_later(timeout, expire)
+        try:
+            return await fut
+        finally:
+            handle.cancel()
 
     async def call(
-        self, session: Session, work: Callable[[], Awaitable[T]], *, counts_as_step: bool = False
+        self,
+        session: Session,
+        work: Callable[[], Awaitable[T]],
+        *,
+        counts_as_step: bool = False,
+        kind: str = "call",
+        detached: bool = True,
     ) -> T:
-        """Run one call of a session, in order with its other calls.
+        """Run one call of a session, in order with its other calls, within its deadline.
 
         `counts_as_step`: the call is an agent's action (a step, a tool call); the session's
-        step count, reported on resume, counts those that completed.
+        step count, reported on resume, counts those that completed. `kind` (reset, step,
+        state, call) picks the deadline. `detached`: `work` awaits async environment code,
+        so it runs in a task of its own that the deadline can leave behind even if that code
+        ignores cancellation (False: it only awaits sync calls on the dispatcher, the fast path).
         """
         session.busy += 1
         try:
             async with session.lock:
                 if session.closed or session.env is None:
-                    raise SessionLostError(
-                        f"Session {session.id} is closed ({session.closed_reason or 'closed'})."
+                    raise self._closed_error(session)
+                if self.draining:
+                    raise SessionExpiredError(
+                        "Server is shutting down; start a new session on another server.",
+                        reason="shutdown",
                     )
                 session.touch()
-                result = await work()
+                if counts_as_step and kind == "call":
+                    kind = "step"  # an MCP tool call is an agent's action: the step deadline
+                timeout = self._timeouts.get(kind, self._timeouts["call"])
+                session.call_task = asyncio.current_task()
+                if timeout is not None:
+                    session.deadline = (session.last_activity + timeout, kind, timeout)
+                    if self._watchdog is None:
+                        self._start_watchdog()
+                self.running.add(session)
+                try:
+                    result = await (self._detached(session, work) if detached else work())
+                except (CallTimeoutError, asyncio.CancelledError) as exc:
+                    timed_out = session.call_timed_out
+                    if timed_out is None:
+                        raise
+                    if isinstance(exc, asyncio.CancelledError) and not detached:
+                        _uncancel(asyncio.current_task())  # our own cancel(), now a TIMEOUT
+                    await self._end_hung(session, timed_out)
+                    raise timed_out from None
+                finally:
+                    self.running.discard(session)
+                    session.call_task = session.waiter = session.deadline = None
+                    if self._all_done is not None and not self.running:
+                        self._all_done.set()
+                if session.call_timed_out is not None:
+                    # The deadline passed just as the call returned: keep its result.
+                    if not detached:
+                        _uncancel(asyncio.current_task())
+                    session.call_timed_out = None
                 if counts_as_step:
                     session.step_count += 1
                 return result
         finally:
             session.busy -= 1
             session.touch()
+
+    def _expire(self, session: Session, kind: str, timeout: float, why: str | None) -> None:
+        """A call's deadline passed (or the server shuts down): give it up now."""
+        task = session.call_task
+        if task is None or session.call_timed_out is not None:
+            return
+        message = why or f"{kind}() did not return within its {timeout:g}s deadline"
+        if session.id != "stateless":
+            message += "; the session was ended (start a new one)"
+        error = CallTimeoutError(message, method=kind, timeout_s=timeout)
+        session.call_timed_out = error
+        fut = session.pending
+        if fut is not None and not fut.done():
+            env = session.env
+            # The abandoned thread closes the environment once (if ever) the call returns; a
+            # close now would race the call still running in it.
+            if self.dispatcher.abandon(fut, env.close if env is not None else None):
+                session.env = None
+            fut.set_exception(error)
+            return
+        task.cancel()  # async code is cancelled at its await
+        waiter = session.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)  # ... and left behind, should it not stop
+
+    async def _detached(self, session: Session, work: Callable[[], Awaitable[T]]) -> T:
+        """Run `work` in a task of its own; the caller stops waiting at the deadline."""
+        loop = asyncio.get_running_loop()
+        inner: asyncio.Task[T] = loop.create_task(work())  # type: ignore[arg-type]
+        waiter: asyncio.Future[None] = loop.create_future()
+        inner.add_done_callback(functools.partial(_wake, waiter))
+        session.call_task, session.waiter = inner, waiter
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            inner.cancel()  # the caller went away (its connection ended)
+            raise
+        if not inner.done():
+            assert session.call_timed_out is not None
+            raise session.call_timed_out
+        return inner.result()
+
+    def _start_watchdog(self) -> None:
+        timeouts = [t for t in self._timeouts.values() if t is not None]
+        tick = max(0.02, min(1.0, min(timeouts) / 10)) if timeouts else 1.0
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch(tick))
+
+    async def _watch(self, tick: float) -> None:
+        """Expire calls past their deadline (one task for all calls: no timer per call)."""
+        while True:
+            await asyncio.sleep(tick)
+            if not self.running:
+                continue
+            now = time.monotonic()
+            for session in list(self.running):
+                deadline = session.deadline
+                if deadline is not None and now >= deadline[0]:
+                    try:
+                        self._expire(session, deadline[1], deadline[2], None)
+                    except Exception:
+                        logger.exception("Ending a call past its deadline failed")
+
+    def _expire_all(self, why: str) -> None:
+        for session in list(self.running):
+            self._expire(session, "call", 0, why)
+
+    async def _end_hung(self, session: Session, error: CallTimeoutError) -> None:
+        """End a session whose call passed its deadline: its slot is freed at once."""
+        logger.warning("Session %s ended: %s", session_log_id(session.id), error.message)
+        if session._closed:
+            return
+        session._closed = True
+        session.closed_reason = error.message
+        if self.sessions.pop(session.id, None) is not None:
+            self._ended[session.id] = (session.transport, error.message)
+            while len(self._ended) > _ENDED_REMEMBERED:
+                self._ended.popitem(last=False)
+            self.slots.release()
+        # The socket stays open: later requests on it are told why the session ended.
+        await self._close_env(session)
+
+    @staticmethod
+    def _ended_error(session_id: str, reason: str) -> SessionExpiredError:
+        return SessionExpiredError(
+            f"Session {session_id} was ended by the server because a call hung: {reason}. "
+            "Start a new session.",
+            reason="call_timeout",
+        )
+
+    def _closed_error(self, session: Session) -> ServerError:
+        if session.call_timed_out is not None:
+            return self._ended_error(session.id, session.closed_reason or "")
+        return SessionLostError(
+            f"Session {session.id} is closed ({session.closed_reason or 'closed'})."
+        )
 
     async def once(
         self,
@@ -571,7 +847,13 @@ class SessionManager:
             await reset_rubric(env)
             return self._check_observation(obs, "reset")
 
-        return await self.call(session, work)
+        env = session.env
+        sync = (
+            env is not None
+            and not self._is_async(env, "reset_async")
+            and getattr(env, "rubric", None) is None
+        )
+        return await self.call(session, work, kind="reset", detached=not sync)
 
     async def step(
         self, session: Session, action: Action, kwargs: dict[str, Any] | None = None
@@ -593,7 +875,13 @@ class SessionManager:
                 await score_step(env, action, obs, lambda fn: self._run(session, fn))
             return obs
 
-        return await self.call(session, work, counts_as_step=True)
+        env = session.env
+        sync = (
+            env is not None
+            and not self._is_async(env, "step_async")
+            and getattr(env, "rubric", None) is None
+        )
+        return await self.call(session, work, counts_as_step=True, kind="step", detached=not sync)
 
     async def state(self, session: Session) -> State:
         async def work() -> State:
@@ -604,7 +892,7 @@ class SessionManager:
             except Exception as exc:
                 raise self._execution_error("state", exc) from exc
 
-        return await self.call(session, work)
+        return await self.call(session, work, kind="state", detached=False)
 
     @staticmethod
     def _check_observation(obs: Any, method: str) -> Observation:
@@ -633,6 +921,7 @@ class SessionManager:
         the queue like a new session, CAPACITY_REACHED when that is full): stateless calls never
         make more live instances than `max_concurrent_envs`.
         """
+        self.refuse_if_draining()
         await self.slots.acquire(self.config.queue_timeout_s)
         session = Session("stateless", "http")
         try:
@@ -645,3 +934,18 @@ class SessionManager:
                 await self._close_env(session)
             finally:
                 self.slots.release()
+
+
+def _wake(waiter: asyncio.Future[None], task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, also for a task left behind by its deadline
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _uncancel(task: asyncio.Task[Any] | None) -> None:
+    """Undo our own `cancel()` of a task whose cancellation became a TIMEOUT (Python 3.11+)."""
+    uncancel = getattr(task, "uncancel", None)
+    cancelling = getattr(task, "cancelling", None)
+    if uncancel is not None and cancelling is not None and cancelling():
+        uncancel()

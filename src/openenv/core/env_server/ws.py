@@ -248,8 +248,10 @@ class WebSocketHandler:
             raw = message.get("text")
             if raw is None:
                 raw = message.get("bytes") or b""
-            if session.closed or session.websocket is not websocket:
-                return
+            if session.websocket is not websocket or (
+                session.closed and session.call_timed_out is None
+            ):
+                return  # (a session ended by a hung call answers why, below)
             size = len(raw)
             if isinstance(raw, str) and limit >= size and size * 4 > limit and not raw.isascii():
                 size = len(raw.encode())  # characters > limit already means bytes > limit
