@@ -887,6 +887,11 @@ def uvicorn_settings(pythons: list[str], log_level: str) -> tuple[dict[str, Any]
 
     options = uvicorn_options()
     options["log_level"] = log_level
+    # Every server gets the same protocol implementations, by name: the connection-limit
+    # subclasses our runner passes (timers per connection, not per message) are not JSON and do
+    # not exist in OpenEnv's interpreter.
+    options["http"] = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    options["ws"] = "websockets-sansio" if importlib.util.find_spec("websockets") else "auto"
     notes = []
     needs = {"loop": ("uvloop", "asyncio"), "http": ("httptools", "h11")}
     for python in pythons:
