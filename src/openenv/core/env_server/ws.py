@@ -229,6 +229,8 @@ class WebSocketHandler:
                 try:
                     reply = await self._handle(session, raw)
                 except _Close as close:
+                    # Detached first: the acknowledgement below goes out before the socket closes.
+                    session.websocket = None
                     await self.manager.destroy(session, "closed by client")
                     if close.request_id is not None:
                         try:
