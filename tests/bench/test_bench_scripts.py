@@ -60,3 +60,14 @@ def test_client_import_bench_shows_no_server_stack_in_clients() -> None:
     assert rows["typed MCP client (from echo_env import EchoEnv)"].endswith("none")
     assert rows["openenv.core.protocol"].endswith("none")
     assert "fastapi" in rows["server stack (openenv.core.env_server.create_app)"]
+
+
+@pytest.mark.timeout(300)
+def test_soak_quick_run_finds_no_problem_and_prints_its_figures(tmp_path: Path) -> None:
+    report = tmp_path / "soak.json"
+    out = _run("soak.py", "--quick", "--json", str(report))
+    assert "no problems" in out and "sessions by kind" in out
+    data = json.loads(report.read_text())
+    assert data["problems"] == [] and len(data["cycles"]) == 2
+    for cycle in data["cycles"]:
+        assert cycle["steps"] > 0 and cycle["server"]["sessions"] == 0, cycle
