@@ -12,6 +12,8 @@ Each cycle keeps `concurrency` sessions running for `duration_s`, each of a rand
 - `malformed`: invalid JSON, unknown types, invalid actions, oversized and binary frames, each
   answered with its typed error while the session stays usable;
 - `slow_reader`: many large replies asked for while the client does not read for seconds;
+- `stuck_resume` (off by default): a client stops reading with replies piled up, then
+  resumes from a new connection while the old one is still open, and re-sends its requests;
 - `hung`: a step that blocks in the environment until the driver releases it (or a server-side
   deadline answers it with `TIMEOUT`); half of those clients leave while it hangs.
 
@@ -32,6 +34,7 @@ import contextlib
 import itertools
 import json
 import random
+import socket
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -98,6 +101,9 @@ KINDS: dict[str, float] = {
     "malformed": 0.1,
     "slow_reader": 0.07,
     "hung": 0.05,
+    # Off by default until the server closes a never-reading connection without blocking
+    # (issue 11's slow-reader finding); `weights={..., "stuck_resume": 0.05}` turns it on.
+    "stuck_resume": 0.0,
 }
 
 #: Expected error code per malformed frame.
@@ -124,14 +130,15 @@ class SoakConfig:
     max_steps: int = 10
     #: Pause between steps, up to this many seconds (uniform), so sessions overlap in time.
     think_s: float = 0.2
-    #: Hung calls held at once (more are played as clean sessions).
+    #: Hung calls held at once (more are played as clean sessions). Keep it below the server's
+    #: worker threads (OPENENV_MAX_THREADS): gates are released by a step on a worker thread.
     max_hung: int = 3
     #: How long a hung call is left blocked before the driver releases it.
     hang_s: tuple[float, float] = (1.0, 8.0)
     #: How long a slow reader stops reading, its requests and each reply's size.
     slow_pause_s: tuple[float, float] = (1.0, 4.0)
     slow_requests: int = 24
-    slow_pad: int = 128 * 1024
+    slow_pad: int = 256 * 1024
     #: Bytes of an oversized frame; must exceed the server's OPENENV_MAX_MESSAGE_BYTES.
     oversized_bytes: int = 300 * 1024
     #: A reply that takes longer than this is a hang (generous: a loaded machine is slow).
@@ -258,11 +265,27 @@ class _Raw:
         session_id: str | None = None,
         token: str | None = None,
         max_queue: int | None = 16,
+        slow: bool = False,
     ) -> _Raw:
+        """`slow`: a reader that stops reading soon fills the server's socket buffer (a small
+        receive window, and the library stops reading once one frame is buffered)."""
         from websockets.asyncio.client import connect
 
         query = {"session_id": session_id} if session_id else None
         headers = {RESUME_TOKEN_HEADER: token} if token else None
+        extra: dict[str, Any] = {}
+        if slow:
+            max_queue = 1
+            host, _, port = run.url.split("://", 1)[1].partition(":")
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+            sock.setblocking(False)
+            try:
+                await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+            except BaseException:
+                sock.close()
+                raise
+            extra["sock"] = sock
         ws = await connect(
             _ws_url(run.url, query),
             subprotocols=[SUBPROTOCOL] if resumable else None,  # type: ignore[list-item]
@@ -274,6 +297,7 @@ class _Raw:
             open_timeout=run.config.reply_timeout_s,
             close_timeout=2.0,
             proxy=None,
+            **extra,
         )
         return cls(run, ws)
 
@@ -556,8 +580,7 @@ class _Cycle:
 
     async def slow_reader(self) -> None:
         cfg = self.config
-        # max_queue=1: the client library stops reading the socket once one frame is buffered.
-        conn = await _Raw.open(self, resumable=self.rng.random() < 0.5, max_queue=1)
+        conn = await _Raw.open(self, resumable=self.rng.random() < 0.5, slow=True)
         try:
             if conn.ws.subprotocol:
                 await conn.recv("session frame")
@@ -584,18 +607,80 @@ class _Cycle:
         finally:
             await conn.close()
 
+    async def stuck_resume(self) -> None:
+        """The half-open case: a client stops reading, then resumes from a new connection.
+
+        The old connection stays open with replies piled up unread; the new one must get its
+        session frame and the stored replies of every re-sent request, each step applied once.
+        """
+        cfg = self.config
+        old = await _Raw.open(self, resumable=True, slow=True)
+        conn: _Raw | None = None
+        try:
+            info = (await old.recv("session frame"))["data"]
+            _observation(await old.call("reset", next(self.ids), {}), "reset")
+            sent = []
+            for n in range(cfg.slow_requests):
+                rid = next(self.ids)
+                sent.append(
+                    (rid, {"type": "step", "id": rid, "data": {"tag": str(n), "pad": cfg.slow_pad}})
+                )
+                await old.send(sent[-1][1])
+            await asyncio.sleep(self.rng.uniform(*cfg.slow_pause_s))
+            conn = await _Raw.open(
+                self, resumable=True, session_id=info["session_id"], token=info["resume_token"]
+            )
+            first = await conn.recv("session frame after resume")
+            if first.get("type") != "session" or not first["data"].get("resumed"):
+                raise _Problem(f"resume from a stuck connection refused: {str(first)[:300]}")
+            self.result.resumes += 1
+            for n, (rid, frame) in enumerate(sent):
+                await conn.send(frame)
+                data = _observation(await conn.reply(rid, "re-sent step"), "re-sent step")
+                if data["observation"].get("tag") != str(n):
+                    raise _Problem(f"stuck resume: step {n} answered wrongly")
+                self.result.steps += 1
+            state = await conn.call("state", next(self.ids))
+            expected = [str(n) for n in range(len(sent))]
+            if state.get("data", {}).get("tags") != expected:
+                raise _Problem(f"stuck resume: tags {state.get('data', {}).get('tags')}")
+            await conn.send({"type": "close"})
+        finally:
+            old.cut()
+            if conn is not None:
+                await conn.close()
+
     async def hung(self) -> None:
+        """A step blocked in the environment; the client waits, leaves, or resumes and re-sends.
+
+        Resumed: the connection is cut right after the step is sent, the session resumed and
+        the same request re-sent while the step still hangs; it must be answered once.
+        """
         cfg = self.config
         gate = f"g{self.result.index}-{next(self.ids)}-{self.rng.random()}"
         self.gates.add(gate)
         conn = await _Raw.open(self, resumable=self.rng.random() < 0.5)
         try:
+            info: dict[str, Any] = {}
             if conn.ws.subprotocol:
-                await conn.recv("session frame")
+                info = (await conn.recv("session frame"))["data"]
             _observation(await conn.call("reset", next(self.ids), {}), "reset")
             rid = next(self.ids)
-            await conn.send({"type": "step", "id": rid, "data": {"tag": "0", "hold": gate}})
-            leave = self.rng.random() < 0.5
+            step = {"type": "step", "id": rid, "data": {"tag": "0", "hold": gate}}
+            await conn.send(step)
+            resumed = bool(info) and self.rng.random() < 0.4
+            if resumed:
+                await asyncio.sleep(self.rng.random() * 0.2)
+                conn.cut()
+                conn = await _Raw.open(
+                    self, resumable=True, session_id=info["session_id"], token=info["resume_token"]
+                )
+                first = await conn.recv("session frame after resume")
+                if first.get("type") != "session" or not first["data"].get("resumed"):
+                    raise _Problem(f"resume during a hung step refused: {str(first)[:300]}")
+                self.result.resumes += 1
+                await conn.send(step)  # still running: answered when it ends, applied once
+            leave = not resumed and self.rng.random() < 0.5
             try:
                 frame = await asyncio.wait_for(conn.ws.recv(), self.rng.uniform(*cfg.hang_s))
             except asyncio.TimeoutError:
@@ -615,6 +700,11 @@ class _Cycle:
             code = reply.get("data", {}).get("code") if reply.get("type") == "error" else None
             if reply.get("id") != rid or (reply.get("type") != "observation" and code != "TIMEOUT"):
                 raise _Problem(f"hung step answered with {str(reply)[:300]}")
+            if code is None:
+                state = await conn.call("state", next(self.ids))
+                tags = state.get("data", {}).get("tags")
+                if tags != ["0"]:
+                    raise _Problem(f"hung step (resumed: {resumed}) applied as {tags}")
             with contextlib.suppress(Exception):  # a timed-out session may be closed already
                 await conn.send({"type": "close"})
         finally:
@@ -630,12 +720,12 @@ class _Cycle:
         if kind == "hung":
             if self.hung_now >= self.config.max_hung:
                 kind = "clean"
+            else:
+                self.hung_now += 1  # counted when picked: tasks start later, all at once
         return kind, getattr(self, kind)
 
     async def session(self, kind: str, play: Callable[[], Awaitable[None]]) -> None:
         self.result.sessions[kind] += 1
-        if kind == "hung":
-            self.hung_now += 1
         try:
             await play()
         except _Problem as exc:
