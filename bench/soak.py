@@ -81,6 +81,11 @@ def main() -> int:
     parser.add_argument(
         "--quick", action="store_true", help="2 cycles x 3 s, 20 sessions, short hangs and pauses"
     )
+    parser.add_argument(
+        "--dynamic-mmap",
+        action="store_true",
+        help="leave glibc's mmap threshold dynamic (RSS then swings with heap fragmentation)",
+    )
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     if args.quick:
@@ -95,6 +100,7 @@ def main() -> int:
     console.print(
         f"soak: {args.cycles} cycles x {args.duration:g} s, {args.concurrency} sessions at once; "
         f"server settings {SOAK_SERVER_ENV}"
+        + (" minus the mmap threshold" if args.dynamic_mmap else "")
     )
     console.print(
         f"bounds after each cycle, against cycle 1: RSS + max({limits.rss_growth:.0%}, "
@@ -108,7 +114,8 @@ def main() -> int:
             f"{len(cycle.problems)} problems"
         )
 
-    with soak_server() as server:
+    drop = ("MALLOC_MMAP_THRESHOLD_",) if args.dynamic_mmap else ()
+    with soak_server(drop=drop) as server:
         assert server.process is not None
         report = asyncio.run(run_soak(server.url, server.process.pid, config, limits, progress))
     console.print(_table(report))
