@@ -15,7 +15,8 @@ Each cycle keeps `concurrency` sessions running for `duration_s`, each of a rand
 - `stuck_resume` (off by default): a client stops reading with replies piled up, then
   resumes from a new connection while the old one is still open, and re-sends its requests;
 - `hung`: a step that blocks in the environment until the driver releases it (or a server-side
-  deadline answers it with `TIMEOUT`); half of those clients leave while it hangs.
+  deadline answers it with `TIMEOUT`); some clients wait, some leave while it hangs, some cut
+  the connection, resume and re-send it while it still hangs (answered once, applied once).
 
 After each cycle every gate is released, the driver waits for the server's `/capacity` to show
 no session, then reads the server process's threads, file descriptors and RSS from `/proc`.
