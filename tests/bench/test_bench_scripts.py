@@ -73,3 +73,14 @@ def test_fairness_bench_prints_every_flood() -> None:
     for kind in ("unloaded", "invalid", "huge", "no-read"):
         assert kind in out
     assert "p99 x" in out
+
+
+@pytest.mark.timeout(300)
+def test_soak_quick_run_finds_no_problem_and_prints_its_figures(tmp_path: Path) -> None:
+    report = tmp_path / "soak.json"
+    out = _run("soak.py", "--quick", "--json", str(report))
+    assert "no problems" in out and "sessions by kind" in out
+    data = json.loads(report.read_text())
+    assert data["problems"] == [] and len(data["cycles"]) == 2
+    for cycle in data["cycles"]:
+        assert cycle["steps"] > 0 and cycle["server"]["sessions"] == 0, cycle

@@ -1,0 +1,862 @@
+"""A soak and chaos driver: thousands of sessions over time against one real server, with faults.
+
+Each cycle keeps `concurrency` sessions running for `duration_s`, each of a random kind:
+
+- `clean`: reset, a few steps, `state`, close (raw frames or the real `EnvClient`);
+- `client_resume`: the real `EnvClient`; its TCP connection is cut while a step is in flight,
+  and the client resumes and re-sends by itself;
+- `resume`: raw frames on a resumable session; the connection is cut (no close frame) with a
+  step sent and unanswered, or just after an answer; the session is resumed with its token and
+  the unanswered step re-sent (or, sometimes, not);
+- `abandon`: a session left with a cut connection (resumable or not), a step maybe in flight;
+- `malformed`: invalid JSON, unknown types, invalid actions, oversized and binary frames, each
+  answered with its typed error while the session stays usable;
+- `slow_reader`: many large replies asked for while the client does not read for seconds;
+- `stuck_resume`: a client stops reading with replies piled up, then
+  resumes from a new connection while the old one is still open, and re-sends its requests;
+- `hung`: a step that blocks in the environment until the driver releases it (or a server-side
+  deadline answers it with `TIMEOUT`); some clients wait, some leave while it hangs, some cut
+  the connection, resume and re-send it while it still hangs (answered once, applied once).
+
+After each cycle every gate is released, the driver waits for the server's `/capacity` to show
+no session, then reads the server process's threads, file descriptors and RSS from `/proc`.
+`SoakReport.problems()` lists what went wrong: a step lost or applied twice on a resumed
+session, an unexpected error or missing reply, sessions, threads, descriptors or memory that
+did not come back (`SoakLimits`), an unhealthy server at the end.
+
+The server must serve `tests/apps/soak_env.py` (or any environment with the same contract:
+`SoakAction`, `SoakObservation`, `SoakState` below). Loopback only; Linux (`/proc`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import random
+import socket
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+
+from openenv.core.env_client import EnvClient
+from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.protocol import RESUME_TOKEN_HEADER, SUBPROTOCOL
+
+__all__ = [
+    "KINDS",
+    "CycleResult",
+    "ServerSample",
+    "SoakAction",
+    "SoakClient",
+    "SoakConfig",
+    "SoakLimits",
+    "SoakObservation",
+    "SoakReport",
+    "SoakState",
+    "run_soak",
+    "sample_process",
+]
+
+
+class SoakAction(Action):
+    """`tag` is recorded in the state when the step is applied."""
+
+    tag: str
+    #: Reply padding, in characters (slow readers ask for large replies).
+    pad: int = 0
+    #: Block on this named gate until a step releases it (a hung call).
+    hold: str | None = None
+    hold_limit_s: float = 120.0
+    #: Open this named gate (before doing anything else).
+    release: str | None = None
+
+
+class SoakObservation(Observation):
+    tag: str = ""
+    applied: int = 0
+    pad: str = ""
+
+
+class SoakState(State):
+    tags: list[str] = []
+
+
+class SoakClient(EnvClient[SoakAction, SoakObservation, SoakState]):
+    """The real client, typed for the soak environment."""
+
+
+#: Session kinds and their default weights.
+KINDS: dict[str, float] = {
+    "clean": 0.33,
+    "client_resume": 0.12,
+    "resume": 0.2,
+    "abandon": 0.1,
+    "malformed": 0.1,
+    "slow_reader": 0.07,
+    "hung": 0.05,
+    "stuck_resume": 0.03,
+}
+
+#: Expected error code per malformed frame.
+_MALFORMED = {
+    "invalid_json": "INVALID_JSON",
+    "binary_garbage": "INVALID_JSON",
+    "unknown_type": "UNKNOWN_TYPE",
+    "missing_field": "VALIDATION_ERROR",
+    "wrong_type": "VALIDATION_ERROR",
+    "extra_field": "VALIDATION_ERROR",
+    "oversized": "MESSAGE_TOO_LARGE",
+}
+
+
+@dataclass
+class SoakConfig:
+    concurrency: int = 200
+    duration_s: float = 45.0
+    cycles: int = 3
+    seed: int = 0
+    weights: dict[str, float] = field(default_factory=lambda: dict(KINDS))
+    #: Steps per session (uniform).
+    min_steps: int = 1
+    max_steps: int = 10
+    #: Pause between steps, up to this many seconds (uniform), so sessions overlap in time.
+    think_s: float = 0.2
+    #: Hung calls held at once (more are played as clean sessions). Keep it below the server's
+    #: worker threads (OPENENV_MAX_THREADS): gates are released by a step on a worker thread.
+    max_hung: int = 3
+    #: How long a hung call is left blocked before the driver releases it.
+    hang_s: tuple[float, float] = (1.0, 8.0)
+    #: How long a slow reader stops reading, its requests and each reply's size.
+    slow_pause_s: tuple[float, float] = (1.0, 4.0)
+    slow_requests: int = 24
+    slow_pad: int = 256 * 1024
+    #: Bytes of an oversized frame; must exceed the server's OPENENV_MAX_MESSAGE_BYTES.
+    oversized_bytes: int = 300 * 1024
+    #: A reply that takes longer than this is a hang (generous: a loaded machine is slow).
+    reply_timeout_s: float = 60.0
+    #: How long sessions may take to end after a cycle (the server's resume grace is added).
+    drain_timeout_s: float = 120.0
+    #: The server's resume grace (OPENENV_RESUME_GRACE), to know how long abandoned sessions stay.
+    resume_grace_s: float = 60.0
+    #: The server's reply budget per session (OPENENV_REPLAY_BYTES): a re-sent request whose
+    #: reply fell out of it gets REPLY_EVICTED (applied once, outcome lost), any other an answer.
+    replay_bytes: int = 4 * 1024 * 1024
+
+
+@dataclass
+class SoakLimits:
+    """Bounds checked after each cycle against the first cycle's figures."""
+
+    #: RSS after a cycle may exceed RSS after cycle 1 by this fraction, or `rss_slack_mb`.
+    rss_growth: float = 0.25
+    rss_slack_mb: float = 16.0
+    #: File descriptors and threads above cycle 1's, once every session has ended.
+    fd_slack: int = 16
+    thread_slack: int = 8
+
+
+@dataclass
+class ServerSample:
+    rss_mb: float
+    fds: int
+    threads: int
+    sessions: int
+
+
+@dataclass
+class CycleResult:
+    index: int
+    wall_s: float = 0.0
+    sessions: Counter[str] = field(default_factory=Counter)
+    steps: int = 0
+    resumes: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    latencies_ms: list[float] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    sample: ServerSample | None = None
+    peak_concurrency: int = 0
+    drain_s: float = 0.0
+
+    def latency(self, q: float) -> float:
+        data = sorted(self.latencies_ms)
+        if not data:
+            return 0.0
+        return data[min(len(data) - 1, int(q * len(data)))]
+
+
+@dataclass
+class SoakReport:
+    config: SoakConfig
+    limits: SoakLimits
+    baseline: ServerSample
+    cycles: list[CycleResult] = field(default_factory=list)
+    final_problems: list[str] = field(default_factory=list)
+
+    @property
+    def sessions(self) -> int:
+        return sum(sum(c.sessions.values()) for c in self.cycles)
+
+    def problems(self) -> list[str]:
+        out = [f"cycle {c.index}: {p}" for c in self.cycles for p in c.problems]
+        return out + self.final_problems
+
+    def summary(self) -> str:
+        """A plain-text table of the figures (bench/soak.py prints a richer one)."""
+        lines = [
+            f"baseline: rss {self.baseline.rss_mb:.1f} MB, fds {self.baseline.fds}, "
+            f"threads {self.baseline.threads}",
+            "cycle  sessions  steps  resumes  p50 ms  p99 ms  rss MB  fds  threads  errors",
+        ]
+        for c in self.cycles:
+            s = c.sample
+            errors = ", ".join(f"{k} {v}" for k, v in sorted(c.errors.items()))
+            lines.append(
+                f"{c.index:>5}  {sum(c.sessions.values()):>8}  {c.steps:>5}  {c.resumes:>7}  "
+                f"{c.latency(0.5):>6.1f}  {c.latency(0.99):>6.1f}  "
+                f"{s.rss_mb if s else 0:>6.1f}  {s.fds if s else 0:>3}  "
+                f"{s.threads if s else 0:>7}  {errors}"
+            )
+        lines.append(f"problems: {self.problems() or 'none'}")
+        return "\n".join(lines)
+
+
+def sample_process(pid: int, sessions: int = -1) -> ServerSample:
+    """Threads, open descriptors and RSS of process `pid`, from /proc."""
+    proc = Path(f"/proc/{pid}")
+    fds = len(list((proc / "fd").iterdir()))
+    fields_: dict[str, str] = {}
+    for line in (proc / "status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        fields_[name] = value.strip()
+    rss_kb = int(fields_.get("VmRSS", "0 kB").split()[0])
+    return ServerSample(
+        rss_mb=rss_kb / 1024, fds=fds, threads=int(fields_["Threads"]), sessions=sessions
+    )
+
+
+class _Problem(Exception):
+    """Something the server did wrong; the session stops and the cycle reports it."""
+
+
+def _ws_url(base: str, query: dict[str, str] | None = None) -> str:
+    url = base.replace("http://", "ws://", 1).rstrip("/") + "/ws"
+    return f"{url}?{urlencode(query)}" if query else url
+
+
+class _Raw:
+    """A raw WebSocket connection speaking frames, for the faults EnvClient never makes."""
+
+    def __init__(self, run: _Cycle, ws: Any) -> None:
+        self.run = run
+        self.ws = ws
+
+    @classmethod
+    async def open(
+        cls,
+        run: _Cycle,
+        *,
+        resumable: bool,
+        session_id: str | None = None,
+        token: str | None = None,
+        max_queue: int | None = 16,
+        slow: bool = False,
+    ) -> _Raw:
+        """`slow`: a reader that stops reading soon fills the server's socket buffer (a small
+        receive window, and the library stops reading once one frame is buffered)."""
+        from websockets.asyncio.client import connect
+
+        query = {"session_id": session_id} if session_id else None
+        headers = {RESUME_TOKEN_HEADER: token} if token else None
+        extra: dict[str, Any] = {}
+        if slow:
+            max_queue = 1
+            host, _, port = run.url.split("://", 1)[1].partition(":")
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+            sock.setblocking(False)
+            try:
+                await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+            except BaseException:
+                sock.close()
+                raise
+            extra["sock"] = sock
+        ws = await connect(
+            _ws_url(run.url, query),
+            subprotocols=[SUBPROTOCOL] if resumable else None,  # type: ignore[list-item]
+            additional_headers=headers,
+            max_size=None,
+            max_queue=max_queue,
+            ping_interval=None,
+            compression=None,
+            open_timeout=run.config.reply_timeout_s,
+            close_timeout=2.0,
+            proxy=None,
+            **extra,
+        )
+        return cls(run, ws)
+
+    async def send(self, frame: dict[str, Any] | str | bytes) -> None:
+        await self.ws.send(json.dumps(frame) if isinstance(frame, dict) else frame)
+
+    async def recv(self, what: str) -> dict[str, Any]:
+        try:
+            raw = await asyncio.wait_for(self.ws.recv(), self.run.config.reply_timeout_s)
+        except asyncio.TimeoutError:
+            limit = self.run.config.reply_timeout_s
+            raise _Problem(f"no reply to {what} within {limit:g}s") from None
+        except Exception as exc:
+            raise _Problem(f"connection lost waiting for {what}: {exc!r}") from None
+        frame: dict[str, Any] = json.loads(raw)
+        if frame.get("type") == "error":
+            self.run.result.errors[str(frame.get("data", {}).get("code"))] += 1
+        return frame
+
+    async def reply(self, rid: int, what: str) -> dict[str, Any]:
+        """The frame answering request `rid` (frames of other ids are a protocol error)."""
+        frame = await self.recv(what)
+        if frame.get("id") != rid:
+            raise _Problem(f"{what}: expected the reply to id {rid}, got {str(frame)[:200]}")
+        return frame
+
+    async def call(self, kind: str, rid: int, data: Any = None) -> dict[str, Any]:
+        msg: dict[str, Any] = {"type": kind, "id": rid}
+        if data is not None:
+            msg["data"] = data
+        await self.send(msg)
+        return await self.reply(rid, kind)
+
+    def cut(self) -> None:
+        """Drop the TCP connection without a close frame."""
+        transport = getattr(self.ws, "transport", None)
+        if transport is not None:
+            transport.abort()
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.ws.close(), 5.0)
+
+
+def _malformed_frame(fault: str, rid: int, oversized_bytes: int) -> dict[str, Any] | str | bytes:
+    """The frame of one kind of fault in `_MALFORMED`."""
+    if fault == "invalid_json":
+        return '{"type": "step", "data": {"tag": '
+    if fault == "binary_garbage":
+        return b"\xff\xfe\x00garbage"
+    if fault == "unknown_type":
+        return {"type": "teleport", "id": rid}
+    data: Any = {
+        "missing_field": {},
+        "wrong_type": {"tag": ["a"]},
+        "extra_field": {"tag": "1", "x": 1},
+        "oversized": {"tag": "y" * oversized_bytes},
+    }[fault]
+    return {"type": "step", "id": rid, "data": data}
+
+
+def _error_code(frame: dict[str, Any]) -> str | None:
+    if frame.get("type") != "error":
+        return None
+    code = frame.get("data", {}).get("code")
+    return code if isinstance(code, str) else None
+
+
+def _observation(frame: dict[str, Any], what: str) -> dict[str, Any]:
+    if frame.get("type") != "observation":
+        raise _Problem(f"{what}: expected an observation, got {str(frame)[:300]}")
+    data: dict[str, Any] = frame["data"]
+    return data
+
+
+class _Cycle:
+    """One cycle's sessions and their tallies."""
+
+    def __init__(self, url: str, config: SoakConfig, index: int, rng: random.Random) -> None:
+        self.url = url
+        self.config = config
+        self.rng = rng
+        self.result = CycleResult(index=index)
+        self.hung_now = 0
+        self.gates: set[str] = set()
+        self.ids = itertools.count(1)
+        self.http = httpx.AsyncClient(base_url=url, timeout=config.reply_timeout_s)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    async def think(self) -> None:
+        await asyncio.sleep(self.rng.random() * self.config.think_s)
+
+    async def timed_step(self, conn: _Raw, rid: int, action: dict[str, Any]) -> dict[str, Any]:
+        start = time.perf_counter()
+        frame = await conn.call("step", rid, action)
+        self.result.latencies_ms.append((time.perf_counter() - start) * 1000)
+        data = _observation(frame, f"step {action['tag']}")
+        if data["observation"].get("tag") != action["tag"]:
+            raise _Problem(f"step {action['tag']} answered with tag {data['observation']}")
+        self.result.steps += 1
+        return data
+
+    async def release(self, gate: str) -> None:
+        """Open a gate through a stateless HTTP step (a fresh environment, no session)."""
+        action = {"tag": "release", "release": gate}
+        try:
+            response = await self.http.post("/step", json={"action": action})
+            if response.status_code != 200:
+                self.result.problems.append(f"release of a gate: HTTP {response.status_code}")
+        except httpx.HTTPError as exc:
+            self.result.problems.append(f"release of a gate failed: {exc!r}")
+        self.gates.discard(gate)
+
+    @staticmethod
+    def check_tags(
+        what: str, applied: list[str], acked: list[str], unacked: list[str]
+    ) -> list[str]:
+        """Every acknowledged step applied once, an unacknowledged one at most once, in order."""
+        counts = Counter(applied)
+        out = []
+        for tag in acked:
+            if counts[tag] != 1:
+                out.append(f"{what}: acknowledged step {tag} applied {counts[tag]} times")
+        for tag in unacked:
+            if counts[tag] > 1:
+                out.append(f"{what}: unacknowledged step {tag} applied {counts[tag]} times")
+        unknown = set(counts) - set(acked) - set(unacked)
+        if unknown:
+            out.append(f"{what}: steps never sent were applied: {sorted(unknown)}")
+        if [int(t) for t in applied] != sorted(int(t) for t in applied):
+            out.append(f"{what}: steps applied out of order: {applied}")
+        return out
+
+    # -- session kinds ------------------------------------------------------------------
+
+    async def clean(self) -> None:
+        steps = self.rng.randint(self.config.min_steps, self.config.max_steps)
+        if self.rng.random() < 0.3:
+            await self.clean_client(steps)
+            return
+        conn = await _Raw.open(self, resumable=self.rng.random() < 0.5)
+        try:
+            if conn.ws.subprotocol:
+                await conn.recv("session frame")
+            _observation(await conn.call("reset", next(self.ids), {}), "reset")
+            sent = []
+            for n in range(steps):
+                await self.think()
+                await self.timed_step(conn, next(self.ids), {"tag": str(n)})
+                sent.append(str(n))
+            state = await conn.call("state", next(self.ids))
+            if state.get("data", {}).get("tags") != sent:
+                raise _Problem(f"clean session: state tags {state.get('data')} != {sent}")
+            await conn.send({"type": "close", "id": 0})
+            closed = await conn.recv("close")
+            if closed.get("type") != "closed":
+                raise _Problem(f"close answered with {closed}")
+        finally:
+            await conn.close()
+
+    async def clean_client(self, steps: int, cut_at: int | None = None) -> None:
+        client = SoakClient(
+            base_url=self.url,
+            message_timeout_s=self.config.reply_timeout_s,
+            connect_timeout_s=self.config.reply_timeout_s,
+            ping_interval_s=None,
+            max_reconnect_attempts=8,
+        )
+        try:
+            await client.reset()
+            acked = []
+            for n in range(steps):
+                await self.think()
+                start = time.perf_counter()
+                task = asyncio.ensure_future(client.step(SoakAction(tag=str(n))))
+                if n == cut_at:
+                    await asyncio.sleep(self.rng.random() * 0.005)
+                    ws = client._ws
+                    if ws is not None:
+                        ws.transport.abort()
+                        self.result.resumes += 1
+                result = await task
+                self.result.latencies_ms.append((time.perf_counter() - start) * 1000)
+                if result.observation.tag != str(n):
+                    raise _Problem(f"client step {n} answered with tag {result.observation.tag}")
+                self.result.steps += 1
+                acked.append(str(n))
+            state = await client.state()
+            self.result.problems.extend(self.check_tags("client session", state.tags, acked, []))
+        except _Problem:
+            raise
+        except Exception as exc:
+            raise _Problem(f"client session failed: {exc!r}") from None
+        finally:
+            await client.disconnect()
+
+    async def client_resume(self) -> None:
+        steps = self.rng.randint(max(2, self.config.min_steps), max(2, self.config.max_steps))
+        await self.clean_client(steps, cut_at=self.rng.randrange(steps))
+
+    async def resume(self) -> None:
+        cfg = self.config
+        steps = self.rng.randint(max(2, cfg.min_steps), max(2, cfg.max_steps))
+        conn = await _Raw.open(self, resumable=True)
+        try:
+            info = (await conn.recv("session frame"))["data"]
+            sid, token = info["session_id"], info["resume_token"]
+            _observation(await conn.call("reset", next(self.ids), {}), "reset")
+            acked: list[str] = []
+            unacked: list[str] = []
+            cuts = {self.rng.randrange(steps) for _ in range(self.rng.randint(1, 2))}
+            for n in range(steps):
+                await self.think()
+                tag, rid = str(n), next(self.ids)
+                action = {"tag": tag}
+                if n not in cuts:
+                    await self.timed_step(conn, rid, action)
+                    acked.append(tag)
+                    continue
+                in_flight = self.rng.random() < 0.7
+                if in_flight:
+                    await conn.send({"type": "step", "id": rid, "data": action})
+                    await asyncio.sleep(self.rng.random() * 0.003)
+                else:
+                    await self.timed_step(conn, rid, action)
+                    acked.append(tag)
+                conn.cut()
+                conn = await _Raw.open(self, resumable=True, session_id=sid, token=token)
+                first = await conn.recv("session frame after resume")
+                if first.get("type") != "session" or not first["data"].get("resumed"):
+                    raise _Problem(f"resume of a session refused: {str(first)[:300]}")
+                self.result.resumes += 1
+                if in_flight:
+                    if self.rng.random() < 0.85:  # re-send: answered once, from the cache
+                        await self.timed_step(conn, rid, action)
+                        acked.append(tag)
+                    else:
+                        unacked.append(tag)
+            state = await conn.call("state", next(self.ids))
+            tags = state.get("data", {}).get("tags")
+            if not isinstance(tags, list):
+                raise _Problem(f"resumed session: no state: {str(state)[:300]}")
+            self.result.problems.extend(self.check_tags("resumed session", tags, acked, unacked))
+            await conn.send({"type": "close"})
+        finally:
+            await conn.close()
+
+    async def abandon(self) -> None:
+        conn = await _Raw.open(self, resumable=self.rng.random() < 0.5)
+        if conn.ws.subprotocol:
+            await conn.recv("session frame")
+        _observation(await conn.call("reset", next(self.ids), {}), "reset")
+        for n in range(self.rng.randint(0, 3)):
+            await self.timed_step(conn, next(self.ids), {"tag": str(n)})
+        if self.rng.random() < 0.5:
+            await conn.send({"type": "step", "id": next(self.ids), "data": {"tag": "99"}})
+        conn.cut()
+
+    async def malformed(self) -> None:
+        cfg = self.config
+        conn = await _Raw.open(self, resumable=self.rng.random() < 0.5)
+        try:
+            if conn.ws.subprotocol:
+                await conn.recv("session frame")
+            _observation(await conn.call("reset", next(self.ids), {}), "reset")
+            faults = self.rng.sample(sorted(_MALFORMED), self.rng.randint(1, 4))
+            applied = []
+            for n, fault in enumerate(faults):
+                rid = next(self.ids)
+                await conn.send(_malformed_frame(fault, rid, cfg.oversized_bytes))
+                frame = await conn.recv(fault)
+                code = frame.get("data", {}).get("code")
+                if frame.get("type") != "error" or code != _MALFORMED[fault]:
+                    raise _Problem(f"{fault} frame answered with {str(frame)[:300]}")
+                if frame["data"].get("category") != "client":
+                    raise _Problem(f"{fault} frame blamed on {frame['data'].get('category')}")
+                # The session stays usable.
+                await self.timed_step(conn, next(self.ids), {"tag": str(n)})
+                applied.append(str(n))
+            state = await conn.call("state", next(self.ids))
+            if state.get("data", {}).get("tags") != applied:
+                raise _Problem(f"after malformed frames: tags {state.get('data')} != {applied}")
+            await conn.send({"type": "close"})
+        finally:
+            await conn.close()
+
+    async def slow_reader(self) -> None:
+        cfg = self.config
+        conn = await _Raw.open(self, resumable=self.rng.random() < 0.5, slow=True)
+        try:
+            if conn.ws.subprotocol:
+                await conn.recv("session frame")
+            _observation(await conn.call("reset", next(self.ids), {}), "reset")
+            rids = []
+            for n in range(cfg.slow_requests):
+                rid = next(self.ids)
+                rids.append(rid)
+                await conn.send(
+                    {"type": "step", "id": rid, "data": {"tag": str(n), "pad": cfg.slow_pad}}
+                )
+            await asyncio.sleep(self.rng.uniform(*cfg.slow_pause_s))
+            for n, rid in enumerate(rids):
+                data = _observation(await conn.reply(rid, "slow step"), "slow step")
+                obs = data["observation"]
+                if obs.get("tag") != str(n) or len(obs.get("pad", "")) != cfg.slow_pad:
+                    raise _Problem(f"slow reader: step {n} answered wrongly")
+                self.result.steps += 1
+            state = await conn.call("state", next(self.ids))
+            expected = [str(n) for n in range(cfg.slow_requests)]
+            if state.get("data", {}).get("tags") != expected:
+                raise _Problem("slow reader: state tags differ from the steps sent")
+            await conn.send({"type": "close"})
+        finally:
+            await conn.close()
+
+    async def stuck_resume(self) -> None:
+        """The half-open case: a client stops reading, then resumes from a new connection.
+
+        The old connection stays open with replies piled up unread; the new one must get its
+        session frame and the stored replies of every re-sent request, each step applied once.
+        """
+        cfg = self.config
+        old = await _Raw.open(self, resumable=True, slow=True)
+        conn: _Raw | None = None
+        try:
+            info = (await old.recv("session frame"))["data"]
+            _observation(await old.call("reset", next(self.ids), {}), "reset")
+            sent = []
+            for n in range(cfg.slow_requests):
+                rid = next(self.ids)
+                sent.append(
+                    (rid, {"type": "step", "id": rid, "data": {"tag": str(n), "pad": cfg.slow_pad}})
+                )
+                await old.send(sent[-1][1])
+            await asyncio.sleep(self.rng.uniform(*cfg.slow_pause_s))
+            conn = await _Raw.open(
+                self, resumable=True, session_id=info["session_id"], token=info["resume_token"]
+            )
+            first = await conn.recv("session frame after resume")
+            if first.get("type") != "session" or not first["data"].get("resumed"):
+                raise _Problem(f"resume from a stuck connection refused: {str(first)[:300]}")
+            self.result.resumes += 1
+            # The newest replies that fit in the server's budget are kept; older ones may be
+            # dropped for room (never applied again: the tags below prove it).
+            kept = max(1, cfg.replay_bytes // (cfg.slow_pad + 1024))
+            for n, (rid, frame) in enumerate(sent):
+                await conn.send(frame)
+                reply = await conn.reply(rid, "re-sent step")
+                if n < len(sent) - kept and _error_code(reply) == "REPLY_EVICTED":
+                    continue
+                data = _observation(reply, "re-sent step")
+                if data["observation"].get("tag") != str(n):
+                    raise _Problem(f"stuck resume: step {n} answered wrongly")
+                self.result.steps += 1
+            state = await conn.call("state", next(self.ids))
+            expected = [str(n) for n in range(len(sent))]
+            if state.get("data", {}).get("tags") != expected:
+                raise _Problem(f"stuck resume: tags {state.get('data', {}).get('tags')}")
+            await conn.send({"type": "close"})
+        finally:
+            old.cut()
+            if conn is not None:
+                await conn.close()
+
+    async def hung(self) -> None:
+        """A step blocked in the environment; the client waits, leaves, or resumes and re-sends.
+
+        Resumed: the connection is cut right after the step is sent, the session resumed and
+        the same request re-sent while the step still hangs; it must be answered once.
+        """
+        cfg = self.config
+        gate = f"g{self.result.index}-{next(self.ids)}-{self.rng.random()}"
+        self.gates.add(gate)
+        conn = await _Raw.open(self, resumable=self.rng.random() < 0.5)
+        try:
+            info: dict[str, Any] = {}
+            if conn.ws.subprotocol:
+                info = (await conn.recv("session frame"))["data"]
+            _observation(await conn.call("reset", next(self.ids), {}), "reset")
+            rid = next(self.ids)
+            step = {"type": "step", "id": rid, "data": {"tag": "0", "hold": gate}}
+            await conn.send(step)
+            resumed = bool(info) and self.rng.random() < 0.4
+            if resumed:
+                await asyncio.sleep(self.rng.random() * 0.2)
+                conn.cut()
+                conn = await _Raw.open(
+                    self, resumable=True, session_id=info["session_id"], token=info["resume_token"]
+                )
+                first = await conn.recv("session frame after resume")
+                if first.get("type") != "session" or not first["data"].get("resumed"):
+                    raise _Problem(f"resume during a hung step refused: {str(first)[:300]}")
+                self.result.resumes += 1
+                await conn.send(step)  # still running: answered when it ends, applied once
+            leave = not resumed and self.rng.random() < 0.5
+            try:
+                frame = await asyncio.wait_for(conn.ws.recv(), self.rng.uniform(*cfg.hang_s))
+            except asyncio.TimeoutError:
+                frame = None
+            if frame is None and leave:
+                conn.cut()  # the client gives up on the hung call and leaves
+                await self.release(gate)
+                return
+            if frame is None:
+                await self.release(gate)
+                reply = await conn.reply(rid, "hung step")
+            else:
+                reply = json.loads(frame)
+                if reply.get("type") == "error":
+                    self.result.errors[str(reply.get("data", {}).get("code"))] += 1
+            # A server-side deadline answers TIMEOUT; without one the released step completes.
+            code = reply.get("data", {}).get("code") if reply.get("type") == "error" else None
+            if reply.get("id") != rid or (reply.get("type") != "observation" and code != "TIMEOUT"):
+                raise _Problem(f"hung step answered with {str(reply)[:300]}")
+            if code is None:
+                state = await conn.call("state", next(self.ids))
+                tags = state.get("data", {}).get("tags")
+                if tags != ["0"]:
+                    raise _Problem(f"hung step (resumed: {resumed}) applied as {tags}")
+            with contextlib.suppress(Exception):  # a timed-out session may be closed already
+                await conn.send({"type": "close"})
+        finally:
+            if gate in self.gates:
+                await self.release(gate)
+            await conn.close()
+
+    # -- the cycle ----------------------------------------------------------------------
+
+    def pick(self) -> tuple[str, Callable[[], Awaitable[None]]]:
+        kinds = list(self.config.weights)
+        kind = self.rng.choices(kinds, weights=[self.config.weights[k] for k in kinds])[0]
+        if kind == "hung":
+            if self.hung_now >= self.config.max_hung:
+                kind = "clean"
+            else:
+                self.hung_now += 1  # counted when picked: tasks start later, all at once
+        return kind, getattr(self, kind)
+
+    async def session(self, kind: str, play: Callable[[], Awaitable[None]]) -> None:
+        self.result.sessions[kind] += 1
+        try:
+            await play()
+        except _Problem as exc:
+            self.result.problems.append(f"{kind}: {exc}")
+        except Exception as exc:
+            self.result.problems.append(f"{kind}: unexpected {exc!r}")
+        finally:
+            if kind == "hung":
+                self.hung_now -= 1
+
+    async def run(self) -> None:
+        cfg = self.config
+        start = time.monotonic()
+        stop = start + cfg.duration_s
+        running: set[asyncio.Task[None]] = set()
+        while time.monotonic() < stop:
+            while len(running) < cfg.concurrency:
+                running.add(asyncio.ensure_future(self.session(*self.pick())))
+            self.result.peak_concurrency = max(self.result.peak_concurrency, len(running))
+            _, running = await asyncio.wait(
+                running,
+                timeout=max(0.01, stop - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        if running:
+            _, late = await asyncio.wait(running, timeout=cfg.drain_timeout_s)
+            for task in late:
+                task.cancel()
+            if late:
+                self.result.problems.append(f"{len(late)} sessions did not finish")
+        for gate in list(self.gates):
+            await self.release(gate)
+        self.result.wall_s = time.monotonic() - start
+
+    async def wait_no_sessions(self) -> int:
+        """Wait for /capacity to show no session; the count left when the bound ran out."""
+        deadline = time.monotonic() + self.config.drain_timeout_s + self.config.resume_grace_s
+        start = time.monotonic()
+        active = -1
+        while time.monotonic() < deadline:
+            response = await self.http.get("/capacity")
+            active = int(response.json()["active_sessions"])
+            if active == 0:
+                break
+            await asyncio.sleep(0.25)
+        self.result.drain_s = time.monotonic() - start
+        if active != 0:
+            self.result.problems.append(f"{active} sessions still open after the cycle")
+        return active
+
+
+async def _healthy(url: str, config: SoakConfig) -> list[str]:
+    """The server answers /health and plays a fresh clean episode."""
+    problems = []
+    async with httpx.AsyncClient(base_url=url, timeout=config.reply_timeout_s) as http:
+        health = await http.get("/health")
+        if health.status_code != 200:
+            problems.append(f"/health answered {health.status_code}")
+    client = SoakClient(base_url=url, message_timeout_s=config.reply_timeout_s)
+    try:
+        await client.reset()
+        for n in range(3):
+            await client.step(SoakAction(tag=str(n)))
+        state = await client.state()
+        if state.tags != ["0", "1", "2"]:
+            problems.append(f"a fresh episode at the end has tags {state.tags}")
+    except Exception as exc:
+        problems.append(f"a fresh episode at the end failed: {exc!r}")
+    finally:
+        await client.disconnect()
+    return problems
+
+
+async def run_soak(
+    url: str,
+    pid: int,
+    config: SoakConfig | None = None,
+    limits: SoakLimits | None = None,
+    on_cycle: Callable[[CycleResult], None] | None = None,
+) -> SoakReport:
+    """Run `config.cycles` cycles against the server at `url` (process `pid`); see the module."""
+    config = config or SoakConfig()
+    limits = limits or SoakLimits()
+    rng = random.Random(config.seed)
+    problems = await _healthy(url, config)
+    report = SoakReport(config, limits, sample_process(pid, 0), final_problems=problems)
+    for index in range(1, config.cycles + 1):
+        cycle = _Cycle(url, config, index, rng)
+        try:
+            await cycle.run()
+            active = await cycle.wait_no_sessions()
+        finally:
+            await cycle.http.aclose()
+        await asyncio.sleep(0.5)  # connections closed by the server finish closing
+        cycle.result.sample = sample_process(pid, active)
+        _check_growth(report, cycle.result, limits)
+        report.cycles.append(cycle.result)
+        if on_cycle is not None:
+            on_cycle(cycle.result)
+    report.final_problems.extend(await _healthy(url, config))
+    return report
+
+
+def _check_growth(report: SoakReport, cycle: CycleResult, limits: SoakLimits) -> None:
+    if not report.cycles or cycle.sample is None:
+        return
+    first = report.cycles[0].sample
+    now = cycle.sample
+    assert first is not None
+    rss_bound = first.rss_mb + max(first.rss_mb * limits.rss_growth, limits.rss_slack_mb)
+    if now.rss_mb > rss_bound:
+        cycle.problems.append(
+            f"RSS {now.rss_mb:.1f} MB above the bound {rss_bound:.1f} MB (cycle 1: "
+            f"{first.rss_mb:.1f} MB)"
+        )
+    if now.fds > first.fds + limits.fd_slack:
+        cycle.problems.append(f"{now.fds} file descriptors (cycle 1: {first.fds})")
+    if now.threads > first.threads + limits.thread_slack:
+        cycle.problems.append(f"{now.threads} threads (cycle 1: {first.threads})")

@@ -1,0 +1,47 @@
+"""The soak driver's checks flag what they exist for (so a green soak means something)."""
+
+from __future__ import annotations
+
+from openenv.testing.soak import (
+    CycleResult,
+    ServerSample,
+    SoakConfig,
+    SoakLimits,
+    SoakReport,
+    _check_growth,
+    _Cycle,
+)
+
+check = _Cycle.check_tags
+
+
+def test_applied_steps_are_compared_with_the_acknowledged_ones() -> None:
+    assert check("s", ["0", "1", "2"], ["0", "1", "2"], []) == []
+    assert check("s", ["0", "2"], ["0", "2"], ["1"]) == []  # unacknowledged, never applied
+    assert check("s", ["0", "1"], ["0"], ["1"]) == []  # unacknowledged, applied once
+    lost, doubled, twice_unacked, unknown, disordered = (
+        check("s", ["0"], ["0", "1"], []),
+        check("s", ["0", "1", "1"], ["0", "1"], []),
+        check("s", ["0", "1", "1"], ["0"], ["1"]),
+        check("s", ["0", "7"], ["0"], []),
+        check("s", ["1", "0"], ["0", "1"], []),
+    )
+    assert lost == ["s: acknowledged step 1 applied 0 times"]
+    assert doubled[0] == "s: acknowledged step 1 applied 2 times"
+    assert twice_unacked[0] == "s: unacknowledged step 1 applied 2 times"
+    assert unknown == ["s: steps never sent were applied: ['7']"]
+    assert disordered == ["s: steps applied out of order: ['1', '0']"]
+
+
+def test_growth_after_the_first_cycle_is_bounded() -> None:
+    limits = SoakLimits(rss_growth=0.25, rss_slack_mb=16, fd_slack=16, thread_slack=8)
+    report = SoakReport(SoakConfig(), limits, ServerSample(90, 15, 6, 0))
+    first = CycleResult(1, sample=ServerSample(100, 16, 22, 0))
+    _check_growth(report, first, limits)
+    report.cycles.append(first)
+    within = CycleResult(2, sample=ServerSample(125, 32, 30, 0))
+    _check_growth(report, within, limits)
+    assert within.problems == []
+    beyond = CycleResult(3, sample=ServerSample(126, 33, 31, 0))
+    _check_growth(report, beyond, limits)
+    assert len(beyond.problems) == 3, beyond.problems
