@@ -75,6 +75,7 @@ def test_fairness_bench_prints_every_flood() -> None:
     assert "p99 x" in out
 
 
+@pytest.mark.slow  # with the full soak in tests/soak: a quick run still takes 20 s of two cores
 @pytest.mark.timeout(300)
 def test_soak_quick_run_finds_no_problem_and_prints_its_figures(tmp_path: Path) -> None:
     report = tmp_path / "soak.json"
