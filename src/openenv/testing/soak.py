@@ -528,11 +528,7 @@ class _Cycle:
                     await self.timed_step(conn, rid, action)
                     acked.append(tag)
                 conn.cut()
-                conn = await _Raw.open(self, resumable=True, session_id=sid, token=token)
-                first = await conn.recv("session frame after resume")
-                if first.get("type") != "session" or not first["data"].get("resumed"):
-                    raise _Problem(f"resume of a session refused: {str(first)[:300]}")
-                self.result.resumes += 1
+                conn = await self.reattach(sid, token, "resume of a session")
                 if in_flight:
                     if self.rng.random() < 0.85:  # re-send: answered once, from the cache
                         await self.timed_step(conn, rid, action)
@@ -616,6 +612,16 @@ class _Cycle:
         finally:
             await conn.close()
 
+    async def reattach(self, session_id: str, token: str, what: str) -> _Raw:
+        """Reattach to a session from a new connection; its first frame must say resumed."""
+        conn = await _Raw.open(self, resumable=True, session_id=session_id, token=token)
+        first = await conn.recv("session frame after resume")
+        if first.get("type") != "session" or not first["data"].get("resumed"):
+            await conn.close()
+            raise _Problem(f"{what} refused: {str(first)[:300]}")
+        self.result.resumes += 1
+        return conn
+
     async def stuck_resume(self) -> None:
         """The half-open case: a client stops reading, then resumes from a new connection.
 
@@ -636,13 +642,9 @@ class _Cycle:
                 )
                 await old.send(sent[-1][1])
             await asyncio.sleep(self.rng.uniform(*cfg.slow_pause_s))
-            conn = await _Raw.open(
-                self, resumable=True, session_id=info["session_id"], token=info["resume_token"]
+            conn = await self.reattach(
+                info["session_id"], info["resume_token"], "resume from a stuck connection"
             )
-            first = await conn.recv("session frame after resume")
-            if first.get("type") != "session" or not first["data"].get("resumed"):
-                raise _Problem(f"resume from a stuck connection refused: {str(first)[:300]}")
-            self.result.resumes += 1
             # The newest replies that fit in the server's budget are kept; older ones may be
             # dropped for room (never applied again: the tags below prove it).
             kept = max(1, cfg.replay_bytes // (cfg.slow_pad + 1024))
@@ -687,13 +689,9 @@ class _Cycle:
             if resumed:
                 await asyncio.sleep(self.rng.random() * 0.2)
                 conn.cut()
-                conn = await _Raw.open(
-                    self, resumable=True, session_id=info["session_id"], token=info["resume_token"]
+                conn = await self.reattach(
+                    info["session_id"], info["resume_token"], "resume during a hung step"
                 )
-                first = await conn.recv("session frame after resume")
-                if first.get("type") != "session" or not first["data"].get("resumed"):
-                    raise _Problem(f"resume during a hung step refused: {str(first)[:300]}")
-                self.result.resumes += 1
                 await conn.send(step)  # still running: answered when it ends, applied once
             leave = not resumed and self.rng.random() < 0.5
             try:

@@ -157,6 +157,22 @@ class _HTTPTimeouts:
     transport: asyncio.Transport
     cycle: Any
 
+    def __init__(self, *args: Any, limits: ConnectionLimits, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_timers(limits)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm_header()
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def send_400_response(self, msg: str) -> None:
+        self._cancel_timers(for_good=True)
+        super().send_400_response(msg)  # type: ignore[misc]
+
     def _init_timers(self, limits: ConnectionLimits) -> None:
         self.limits = limits
         self._header_timer = _Timer()
@@ -207,18 +223,6 @@ if HttpToolsProtocol is not None:
     class HttpToolsTimeoutProtocol(_HTTPTimeouts, HttpToolsProtocol):
         """uvicorn's httptools protocol with header and body deadlines."""
 
-        def __init__(self, *args: Any, limits: ConnectionLimits, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._init_timers(limits)
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm_header()
-
-        def connection_lost(self, exc: Optional[Exception]) -> None:
-            self._cancel_timers()
-            super().connection_lost(exc)
-
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._arm_header()
@@ -235,28 +239,12 @@ if HttpToolsProtocol is not None:
             self._cancel_timers(for_good=True)
             super().handle_websocket_upgrade()
 
-        def send_400_response(self, msg: str) -> None:
-            self._cancel_timers(for_good=True)
-            super().send_400_response(msg)
-
 else:  # pragma: no cover
     HttpToolsTimeoutProtocol = None  # type: ignore[assignment,misc]
 
 
 class H11TimeoutProtocol(_HTTPTimeouts, H11Protocol):
     """uvicorn's h11 protocol with header and body deadlines."""
-
-    def __init__(self, *args: Any, limits: ConnectionLimits, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._init_timers(limits)
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm_header()
-
-    def connection_lost(self, exc: Optional[Exception]) -> None:
-        self._cancel_timers()
-        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         import h11
@@ -274,10 +262,6 @@ class H11TimeoutProtocol(_HTTPTimeouts, H11Protocol):
     def handle_websocket_upgrade(self, event: Any) -> None:
         self._cancel_timers(for_good=True)
         super().handle_websocket_upgrade(event)
-
-    def send_400_response(self, msg: str) -> None:
-        self._cancel_timers(for_good=True)
-        super().send_400_response(msg)
 
 
 class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
