@@ -18,7 +18,9 @@ from tests.support.server import RunningServer
 class RawClient:
     """A WebSocket client on a bare socket that reads only when told to."""
 
-    def __init__(self, server: RunningServer, query: str = "resumable=1") -> None:
+    def __init__(
+        self, server: RunningServer, query: str = "resumable=1", path: str = "/ws"
+    ) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.settimeout(TIMEOUT)
@@ -26,7 +28,7 @@ class RawClient:
         key = base64.b64encode(os.urandom(16)).decode()
         sock.sendall(
             (
-                f"GET /ws?{query} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                f"GET {path}?{query} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
                 "Upgrade: websocket\r\nConnection: Upgrade\r\n"
                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
             ).encode()

@@ -83,3 +83,19 @@ async def test_a_few_invalid_frames_are_answered_not_punished(flood_server: Runn
             reply = await request(conn, "not json")
             assert reply["type"] == "error" and reply["data"]["code"] == "INVALID_JSON"
         assert (await request(conn, {"type": "reset", "data": {}}))["type"] == "observation"
+
+
+async def test_invalid_frame_flood_on_mcp_socket_closes_it(flood_server: RunningServer) -> None:
+    """WebSocket `/mcp` reads through the same budget as `/ws`."""
+    async with ws_connect(flood_server.ws_url) as other:
+        assert (await request(other, {"type": "reset", "data": {}}))["type"] == "observation"
+        raw = await asyncio.to_thread(RawClient, flood_server, "", "/mcp")
+        try:
+            code, reason, errors = await asyncio.to_thread(_flood_until_closed, raw, 20 * LIMIT)
+        finally:
+            raw.close()
+        assert code == 1008, (code, reason)
+        assert f"more than {LIMIT} invalid messages per second" in reason
+        assert LIMIT <= errors < 20 * LIMIT
+        step = await request(other, {"type": "step", "data": {"amount": 1}})
+        assert step["type"] == "observation"

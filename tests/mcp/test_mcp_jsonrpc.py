@@ -152,6 +152,17 @@ async def test_batch_is_answered_per_item(echo_server):
     assert by_id[2]["error"]["code"] == -32601
 
 
+async def test_empty_and_overlong_batches_are_invalid_requests(echo_server):
+    from openenv.core.env_server.mcp_endpoint import MAX_BATCH
+
+    assert (await _post(echo_server.url, []))["error"]["code"] == -32600
+    batch = [_rpc("tools/list", rid=n) for n in range(MAX_BATCH + 1)]
+    reply = await _post(echo_server.url, batch)
+    assert reply["error"]["code"] == -32600 and str(MAX_BATCH) in reply["error"]["message"]
+    full = await _post(echo_server.url, batch[:MAX_BATCH])
+    assert isinstance(full, list) and len(full) == MAX_BATCH
+
+
 async def test_method_not_found(echo_server):
     for method in ("tools/nope", "resources/list", "openenv/session/explode"):
         reply = await _post(echo_server.url, _rpc(method, rid=9))

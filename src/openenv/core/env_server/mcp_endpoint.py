@@ -27,6 +27,7 @@ from ..protocol import (
     session_id_from_rpc,
     session_log_id,
 )
+from .flood import FrameBudget
 from .mcp_environment import ToolCallFailed, tool_result_mcp, tool_result_payload
 from .mcp_types import JsonRpcErrorCode, JsonRpcRequest, ToolErrorType, rpc_error, rpc_result
 from .sessions import Session
@@ -46,6 +47,19 @@ class _RpcError(Exception):
         self.code = int(code)
         self.message = message
         self.data = data
+
+
+#: Requests in one JSON-RPC batch on POST /mcp.
+MAX_BATCH = 64
+
+
+def _refused(reply: Any) -> bool:
+    """The reply refuses the frame itself (unparsable, not a request, too large): the sender
+    is at fault, and a flood of such frames closes the connection."""
+    if not isinstance(reply, dict) or "error" not in reply:
+        return False
+    code = reply["error"].get("code") if isinstance(reply["error"], dict) else None
+    return code in (JsonRpcErrorCode.PARSE_ERROR, JsonRpcErrorCode.INVALID_REQUEST)
 
 
 def _server_error_to_rpc(exc: ServerError) -> _RpcError:
@@ -146,6 +160,14 @@ class MCPEndpoint:
                 )
         extra_headers: dict[str, str] = {}
         if isinstance(message, list):
+            if not message or len(message) > MAX_BATCH:
+                # JSON-RPC: an empty batch is an invalid request; a long one would hold this
+                # connection's calls (and throwaway environments) for as long as it likes.
+                why = "an empty batch" if not message else f"a batch of over {MAX_BATCH} requests"
+                refused = rpc_error(
+                    None, JsonRpcErrorCode.INVALID_REQUEST, f"Invalid request: {why}"
+                )
+                return self._reply(refused, status=400 if standard else 200)
             replies = []
             for item in message:
                 reply = await self.handle(
@@ -204,6 +226,7 @@ class MCPEndpoint:
                 pass
             return
         session.websocket = websocket
+        budget = FrameBudget(self.manager.config)
         try:
             while True:
                 message = await websocket.receive()
@@ -230,6 +253,8 @@ class MCPEndpoint:
                         reply = await self.handle(payload, ws_session=session)
                 if reply is not None:
                     await websocket.send_text(dumps(reply).decode())
+                if not await budget.after_frame(websocket, size, _refused(reply)):
+                    return
         except Exception:
             return
         finally:

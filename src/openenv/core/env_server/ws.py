@@ -42,7 +42,8 @@ from ..protocol import (
     invalid_data,
     session_id_from_scope,
 )
-from .connections import close_websocket, close_websocket_soon, stop_reading
+from .connections import close_websocket, close_websocket_soon
+from .flood import FrameBudget
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import CLOSE_TAKEN_OVER, Session
 
@@ -52,34 +53,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("openenv.server")
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
-
-#: Close code for a connection that broke the server's rules (a flood of invalid frames).
-CLOSE_POLICY = 1008
-
-
-class TokenBucket:
-    """`rate` tokens per second, up to `burst` saved; `rate` 0 or less: unlimited.
-
-    Per connection: invalid frames (over budget: the connection is closed) and received bytes
-    (over budget: the next frame is read later, so the kernel makes the client wait)."""
-
-    __slots__ = ("_at", "_tokens", "burst", "rate")
-
-    def __init__(self, rate: float, burst: float | None = None) -> None:
-        self.rate = rate
-        self.burst = float(rate if burst is None else burst)
-        self._tokens = self.burst
-        self._at = time.monotonic()
-
-    def take(self, amount: float = 1.0) -> float:
-        """Spend `amount`; the seconds until the budget is whole again (0.0: within it)."""
-        if self.rate <= 0:
-            return 0.0
-        now = time.monotonic()
-        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
-        self._at = now
-        self._tokens -= amount
-        return 0.0 if self._tokens >= 0.0 else -self._tokens / self.rate
 
 
 def _text(frame: bytes) -> str:
@@ -234,9 +207,7 @@ class WebSocketHandler:
         receive = websocket.receive
         limit = self.manager.config.max_message_bytes
         config = self.manager.config
-        # Bursts of ten seconds' worth: a fuzzing test or a buggy client is answered for a while.
-        invalid = TokenBucket(config.ws_invalid_frame_limit, 10 * config.ws_invalid_frame_limit)
-        inbound = TokenBucket(config.ws_bytes_per_s, max(2 * limit, config.ws_bytes_per_s))
+        budget = FrameBudget(config)
         while True:
             if early:
                 item = early.pop(0)
@@ -282,23 +253,8 @@ class WebSocketHandler:
                     await websocket.send_text(_text(reply))
                 except Exception:
                     return  # the outcome stays stored for a resumed connection
-            if refused and invalid.take():
-                # A flood of bad frames: answering each would take the event loop from every
-                # other session. The session itself stays (a resumable one can be resumed).
-                logger.warning(
-                    "Closing a WebSocket that sent more than %d invalid messages per second",
-                    config.ws_invalid_frame_limit,
-                )
-                # Parsing (to discard) what it keeps sending until its close reply would cost as
-                # much as answering it: read nothing more; uvicorn's close timer ends it.
-                stop_reading(websocket)
-                reason = f"more than {config.ws_invalid_frame_limit} invalid messages per second"
-                await close_websocket(websocket, CLOSE_POLICY, reason)
+            if not await budget.after_frame(websocket, size, refused):
                 return
-            # Let other connections run between two frames of this one, even when every frame
-            # is answered without waiting (errors, async environments); a connection sending
-            # more bytes than its share waits before its next frame is read.
-            await asyncio.sleep(inbound.take(size))
 
     async def _handle(self, session: Session, raw: str | bytes) -> tuple[bytes | None, bool]:
         """The reply to one frame, and whether the frame was refused as invalid."""
