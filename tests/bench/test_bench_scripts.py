@@ -62,11 +62,13 @@ def test_client_import_bench_shows_no_server_stack_in_clients() -> None:
     assert "fastapi" in rows["server stack (openenv.core.env_server.create_app)"]
 
 
+@pytest.mark.slow  # servers with megabytes of replies: seconds of two cores
 def test_replay_memory_bench_prints_both_budgets() -> None:
     out = _run("replay_memory.py", "--sessions", "2", "--steps", "3", "--size", "100000")
     assert "count window only" in out and "default byte budget" in out
 
 
+@pytest.mark.slow  # floods two cores for a few seconds per kind
 @pytest.mark.timeout(300)
 def test_fairness_bench_prints_every_flood() -> None:
     out = _run("fairness.py", "--quick")
