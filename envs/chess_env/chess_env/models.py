@@ -1,4 +1,8 @@
-"""Typed models of the chess environment."""
+"""Typed models of the chess environment.
+
+The fields OpenEnv's chess_env has (`move`; `fen`, `legal_moves`, `is_check`, `result`;
+`fen`, `current_player`, `move_history`) keep its names, types and defaults; the rest are ours.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +25,13 @@ class ChessObservation(Observation):
     pgn: str = ""
     #: the agent's legal moves in UCI (empty when the game is over)
     legal_moves: list[str] = []
+    #: True when the side to move (the agent, while the game goes on) is in check
+    is_check: bool = False
     last_opponent_move: str | None = None
     agent_color: Color = "white"
-    #: "1-0", "0-1", "1/2-1/2", or "*" while the game goes on (or when it was cut)
-    result: str = "*"
+    #: "1-0", "0-1" or "1/2-1/2" once the game is over (a game cut at max_moves is a draw);
+    #: None while it goes on
+    result: str | None = None
     #: why the game ended: "checkmate", "stalemate", "insufficient_material",
     #: "threefold_repetition", "fifty_moves", "illegal_move", "max_moves", ... (None while on)
     termination: str | None = None
@@ -34,8 +41,15 @@ class ChessObservation(Observation):
 
 
 class ChessState(State):
+    """`step_count` counts `step()` calls (rejected moves too); `move_history` holds the moves
+    of both sides."""
+
     seed: int | None = None
     fen: str = ""
+    #: the side to move
+    current_player: Color = "white"
+    #: UCI moves of both sides since the start position (OpenEnv's name for `moves`)
+    move_history: list[str] = []
     start_fen: str = ""
     agent_color: Color = "white"
     opponent: str = "random"
@@ -44,7 +58,8 @@ class ChessState(State):
     agent_moves: int = 0
     illegal_moves: int = 0
     illegal_move_policy: Literal["penalize", "lose"] = "penalize"
-    illegal_move_penalty: float = -1.0
+    illegal_move_penalty: float = -0.1
     max_moves: int | None = None
+    #: the PGN result: "*" while the game goes on and for a game cut at max_moves
     result: str = "*"
     termination: str | None = None

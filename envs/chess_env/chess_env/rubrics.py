@@ -2,7 +2,7 @@
 
     ChessRubric
     ├── outcome  WinLossRubric: +1 win, 0 draw (or a game cut at max_moves), -1 loss; 0 while on
-    └── illegal  IllegalMovePenalty: the penalty (default -1) when the move was rejected
+    └── illegal  IllegalMovePenalty: the penalty (default -0.1) when the move was rejected
 
 step reward = outcome when the game is over, else illegal
 """
@@ -14,8 +14,8 @@ from typing import Any
 from openenv.core.rubrics import Rubric
 
 
-def agent_score(result: str, agent_color: str) -> float:
-    """+1 / 0 / -1 for the agent from a PGN result ("*": 0)."""
+def agent_score(result: str | None, agent_color: str) -> float:
+    """+1 / 0 / -1 for the agent from a game result (None or "*": 0)."""
     if result == "1-0":
         return 1.0 if agent_color == "white" else -1.0
     if result == "0-1":
@@ -33,7 +33,7 @@ class WinLossRubric(Rubric):
 
 
 class IllegalMovePenalty(Rubric):
-    def __init__(self, penalty: float = -1.0) -> None:
+    def __init__(self, penalty: float = -0.1) -> None:
         super().__init__()
         self.penalty = penalty
 
@@ -48,7 +48,7 @@ class IllegalMovePenalty(Rubric):
 
 
 class ChessRubric(Rubric):
-    def __init__(self, illegal_move_penalty: float = -1.0) -> None:
+    def __init__(self, illegal_move_penalty: float = -0.1) -> None:
         super().__init__()
         self.outcome = WinLossRubric()
         self.illegal = IllegalMovePenalty(illegal_move_penalty)

@@ -33,6 +33,7 @@ async def test_checkmate_wins(server: str) -> None:
     async with ChessEnv(base_url=server) as env:
         result = await env.reset(fen=MATE_IN_ONE)
         assert "a1a8" in result.observation.legal_moves
+        assert result.reward == 0.0 and result.observation.result is None
         result = await env.step(ChessAction(move="a1a8"))
         assert result.done and result.reward == pytest.approx(1.0)
         obs = result.observation
@@ -41,6 +42,7 @@ async def test_checkmate_wins(server: str) -> None:
         assert result.metadata["reward_components"]["outcome"] == 1.0
         state = await env.state()
         assert state.result == "1-0" and state.moves == ["a1a8"] and state.agent_moves == 1
+        assert state.move_history == ["a1a8"] and state.current_player == "black"
 
 
 async def test_greedy_opponent_mates(server: str) -> None:
@@ -50,6 +52,7 @@ async def test_greedy_opponent_mates(server: str) -> None:
         assert result.done and result.reward == pytest.approx(-1.0)
         assert result.observation.last_opponent_move == "b8b1"
         assert result.observation.result == "0-1"
+        assert result.observation.is_check  # the agent is mated
 
 
 async def test_stalemate_is_a_draw(server: str) -> None:
@@ -66,7 +69,7 @@ async def test_illegal_moves_are_penalized_and_rejected(server: str) -> None:
         start = await env.reset(seed=1)
         for bad in ("e2e5", "hello", ""):
             result = await env.step(ChessAction(move=bad))
-            assert not result.done and result.reward == pytest.approx(-1.0)
+            assert not result.done and result.reward == pytest.approx(-0.1)
             assert result.observation.illegal_move
             assert result.observation.fen == start.observation.fen
         result = await env.step(ChessAction(move="e2e4"))
@@ -75,6 +78,7 @@ async def test_illegal_moves_are_penalized_and_rejected(server: str) -> None:
         assert result.observation.last_opponent_move is not None
         state = await env.state()
         assert state.illegal_moves == 3 and state.agent_moves == 1 and len(state.moves) == 2
+        assert state.move_history == state.moves and state.step_count == 4
 
 
 async def test_illegal_move_can_lose_the_game(server: str) -> None:
@@ -128,7 +132,10 @@ async def test_max_moves_cuts_the_game(server: str) -> None:
         await env.step(ChessAction(move="e2e4"))
         result = await env.step(ChessAction(move="d2d4"))
         assert result.observation.termination == "max_moves"
-        assert result.done and result.reward == 0.0 and result.observation.result == "*"
+        # OpenEnv's reading: a game cut at max_moves is a draw; the PGN keeps "*" (unfinished).
+        assert result.done and result.reward == 0.0 and result.observation.result == "1/2-1/2"
+        assert result.observation.pgn.rstrip().endswith("*")
+        assert (await env.state()).result == "*"
 
 
 @pytest.mark.skipif(os.path.exists(STOCKFISH_PATH), reason="Stockfish is installed")

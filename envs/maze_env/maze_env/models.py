@@ -1,4 +1,9 @@
-"""Typed models of the maze environment."""
+"""Typed models of the maze environment.
+
+OpenEnv's maze_env fields keep its names, types and defaults (`action`; `legal_actions`,
+`current_position`, `previous_position` as `[col, row]`; `done`, `current_position`,
+`exit_cell`, `status` in the state); the `[row, col]` fields and the rest are ours.
+"""
 
 from __future__ import annotations
 
@@ -14,19 +19,31 @@ class MazeAction(Action):
 
 
 class MazeObservation(Observation):
-    """Positions are `[row, col]`; `grid` is one string per row: `#` wall, `.` open, `E` exit,
+    """`position` and `exit` are `[row, col]`, `current_position` and `previous_position`
+    `[col, row]` (OpenEnv's); `grid` is one string per row: `#` wall, `.` open, `E` exit,
     `A` the agent."""
 
+    #: the moves that neither hit a wall nor leave the maze (empty once the episode is over)
+    legal_actions: list[int] = Field(default_factory=list)
+    current_position: list[int] = Field(default_factory=list)
+    #: where the agent was before the last action (the start cell after reset)
+    previous_position: list[int] = Field(default_factory=list)
     position: list[int] = [0, 0]
     exit: list[int] = [0, 0]
-    legal_actions: list[int] = []
     grid: list[str] = []
     #: what the last action did: "move", "revisit", "wall", "exit" ("" after reset)
     event: str = ""
+    #: "playing", "win" (the exit is reached) or "lose" (the penalties passed the limit)
+    status: str = "playing"
     message: str = ""
 
 
 class MazeState(State):
+    done: bool = False
+    #: `[col, row]`, like `exit_cell`
+    current_position: list[int] = Field(default_factory=list)
+    exit_cell: list[int] = Field(default_factory=list)
+    status: str = "playing"
     seed: int | None = None
     size: int = 8
     generated: bool = False
@@ -35,6 +52,6 @@ class MazeState(State):
     exit: list[int] = [0, 0]
     visited: int = 1
     wall_bumps: int = 0
-    max_steps: int = 200
+    max_steps: int | None = None
     total_reward: float = 0.0
     solved: bool = False

@@ -56,9 +56,10 @@ def greedy_move(board: chess.Board, rng: random.Random) -> chess.Move:
 class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
     """The agent plays `agent_color` against `opponent` ("random", "greedy" or "stockfish").
 
-    An illegal move is rejected with the penalty as reward and the game goes on
-    (`illegal_move="penalize"`), or loses the game (`illegal_move="lose"`). Draws by threefold
-    repetition and the fifty-move rule are claimed at once."""
+    An illegal move is rejected with the penalty (default -0.1, as in OpenEnv) as reward and the
+    game goes on (`illegal_move="penalize"`), or loses the game (`illegal_move="lose"`). Draws by
+    threefold repetition and the fifty-move rule are claimed at once. `agent_color=None` makes
+    the agent alternate colours from one episode to the next (white first), OpenEnv's default."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
     # Not on the event loop: the greedy opponent takes up to a millisecond, Stockfish waits on I/O.
@@ -67,8 +68,9 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         self,
         opponent: str = "random",
         illegal_move: str = "penalize",
-        illegal_move_penalty: float = -1.0,
+        illegal_move_penalty: float = -0.1,
         max_moves: int | None = None,
+        agent_color: str | None = "white",
         stockfish_path: str = STOCKFISH_PATH,
         stockfish_time: float = 0.05,
     ) -> None:
@@ -78,7 +80,9 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             "illegal_move": illegal_move,
             "illegal_move_penalty": illegal_move_penalty,
             "max_moves": max_moves,
+            "agent_color": agent_color,
         }
+        self._episodes = 0
         self._stockfish_path = stockfish_path
         self._stockfish_time = stockfish_time
         self._engine: chess.engine.SimpleEngine | None = None
@@ -160,21 +164,33 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         parts.append(st.result)
         return "\n".join(f'[{k} "{v}"]' for k, v in headers) + "\n\n" + " ".join(parts)
 
-    def _observe(self, illegal: bool = False, message: str = "") -> ChessObservation:
+    def _observe(
+        self, illegal: bool = False, message: str = "", reward: float | None = None
+    ) -> ChessObservation:
         st = self._state
-        st.fen = self._board.fen()
+        board = self._board
+        st.fen = board.fen()
+        st.current_player = "white" if board.turn == chess.WHITE else "black"
         over = self._over()
+        # OpenEnv's `result`: None while the game goes on, a game cut at max_moves is a draw.
+        result = None if not over else ("1/2-1/2" if st.result == "*" else st.result)
         return ChessObservation(
             fen=st.fen,
             pgn=self._pgn(),
-            legal_moves=[] if over else sorted(m.uci() for m in self._board.legal_moves),
+            legal_moves=[] if over else sorted(m.uci() for m in board.legal_moves),
+            is_check=board.is_check(),
             last_opponent_move=self._last_opponent_move,
             agent_color=st.agent_color,
-            result=st.result,
+            result=result,
             termination=st.termination,
             illegal_move=illegal,
             message=message,
+            reward=reward,
             done=over,
+            metadata={
+                "fullmove_number": board.fullmove_number,
+                "halfmove_clock": board.halfmove_clock,
+            },
         )
 
     def _reply(self) -> None:
@@ -183,7 +199,11 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             move = self._opponent_move()
             self._push(move)
             self._last_opponent_move = move.uci()
-            self._state.moves.append(move.uci())
+            self._record(move)
+
+    def _record(self, move: chess.Move) -> None:
+        self._state.moves.append(move.uci())
+        self._state.move_history.append(move.uci())
 
     # -- the API --------------------------------------------------------------------------
 
@@ -192,7 +212,7 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         seed: int | None = None,
         episode_id: str | None = None,
         fen: str | None = None,
-        agent_color: str = "white",
+        agent_color: str | None = None,
         opponent: str | None = None,
         illegal_move: str | None = None,
         illegal_move_penalty: float | None = None,
@@ -203,6 +223,10 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         opponent = d["opponent"] if opponent is None else opponent
         if opponent not in OPPONENTS:
             raise ValueError(f"unknown opponent {opponent!r}; choose one of {', '.join(OPPONENTS)}")
+        if agent_color is None:
+            agent_color = d["agent_color"]
+        if agent_color is None:  # alternate: white in the first episode, black in the next
+            agent_color = ("white", "black")[self._episodes % 2]
         if agent_color not in ("white", "black"):
             raise ValueError(f"agent_color must be 'white' or 'black', got {agent_color!r}")
         policy = d["illegal_move"] if illegal_move is None else illegal_move
@@ -219,6 +243,7 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             raise ValueError(f"the FEN {fen!r} is not a legal position ({board.status()!r})")
         if opponent == "stockfish":
             self._stockfish()  # fail now, with a clear message, when it is missing
+        self._episodes += 1
         self._rng = random.Random(seed)
         self._board = board
         self._san = []
@@ -237,7 +262,9 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             max_moves=d["max_moves"] if max_moves is None else int(max_moves),
         )
         self._reply()
-        return self._observe(message=f"you play {agent_color} against the {opponent} opponent")
+        return self._observe(
+            message=f"you play {agent_color} against the {opponent} opponent", reward=0.0
+        )
 
     def step(
         self, action: ChessAction, timeout_s: float | None = None, **kwargs: Any
@@ -261,7 +288,7 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             return self._observe(illegal=True, message=f"{why}: rejected, play a legal move")
         self._push(move)
         san = self._san[-1]
-        st.moves.append(move.uci())
+        self._record(move)
         st.agent_moves += 1
         self._reply()
         if not self._over() and st.max_moves is not None and st.agent_moves >= st.max_moves:

@@ -1,5 +1,6 @@
-"""A walled maze: -0.05 per move to a new cell, -0.25 to a visited one, -0.75 for bumping a wall
-(the agent stays put), +10 and done at the exit."""
+"""A walled maze with OpenEnv's rules: -0.05 per move to a new cell, -0.25 to a visited one,
+-0.75 for bumping a wall (the agent stays put), +10 and done at the exit ("win"); the episode is
+lost ("lose", done) once the rewards add up to less than -0.5 per cell of the maze."""
 
 from __future__ import annotations
 
@@ -17,17 +18,20 @@ MOVE_REWARD = -0.05
 REVISIT_REWARD = -0.25
 WALL_REWARD = -0.75
 EXIT_REWARD = 10.0
+#: The episode is lost when the total reward falls below this many points per cell.
+LOSE_PER_CELL = -0.5
 
-#: The default 8x8 maze: `#` wall, `.` open, `S` start, `E` exit.
+#: The default 8x8 maze, the one OpenEnv's maze_env ships: `#` wall, `.` open, `S` start,
+#: `E` exit.
 DEFAULT_LAYOUT = (
-    "S.#.....",
-    "#.#.###.",
-    "#...#...",
-    "###.#.##",
-    "#...#...",
-    "#.###.#.",
-    "#.....#.",
-    "#####..E",
+    "S....#..",
+    "##.#.#.#",
+    "...#...#",
+    ".#####..",
+    "......#.",
+    "#.###...",
+    "....#.#.",
+    ".##....E",
 )
 
 
@@ -73,12 +77,13 @@ def _find(layout: list[str], mark: str) -> list[int]:
 
 class MazeEnvironment(Environment[MazeAction, MazeObservation, MazeState]):
     """The fixed 8x8 maze by default; `reset(seed=..., size=...)` generates a perfect maze,
-    `reset(layout=[...])` plays a given one. The episode is cut at `max_steps` actions."""
+    `reset(layout=[...])` plays a given one. With `max_steps` the episode is also cut after that
+    many actions."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
     RUNS_ON_EVENT_LOOP = True  # a step is a few microseconds of list lookups
 
-    def __init__(self, max_steps: int = 200) -> None:
+    def __init__(self, max_steps: int | None = None) -> None:
         super().__init__()
         self._max_steps = max_steps
         self._walls: set[tuple[int, int]] = set()
@@ -90,17 +95,26 @@ class MazeEnvironment(Environment[MazeAction, MazeObservation, MazeState]):
         layout: list[str],
         seed: int | None,
         generated: bool,
-        max_steps: int,
+        max_steps: int | None,
         episode_id: str | None = None,
+        start_cell: list[int] | None = None,
     ) -> None:
         if not layout or any(len(row) != len(layout[0]) for row in layout):
             raise ValueError("the layout must be a non-empty list of equally long strings")
         start, exit_ = _find(layout, "S"), _find(layout, "E")
+        if start_cell is not None:  # OpenEnv's [col, row]
+            col, row = (int(v) for v in start_cell)
+            if not (0 <= row < len(layout) and 0 <= col < len(layout[0])):
+                raise ValueError(f"start_cell {[col, row]} is outside the maze")
+            if layout[row][col] == "#" or [row, col] == exit_:
+                raise ValueError(f"start_cell {[col, row]} must be an open cell, not the exit")
+            start = [row, col]
         self._rows, self._cols = len(layout), len(layout[0])
         self._walls = {
             (r, c) for r, row in enumerate(layout) for c, ch in enumerate(row) if ch == "#"
         }
         self._visited = {tuple(start)}
+        self._previous = list(start)
         self._state = MazeState(
             episode_id=episode_id or str(uuid4()),
             seed=seed,
@@ -109,6 +123,8 @@ class MazeEnvironment(Environment[MazeAction, MazeObservation, MazeState]):
             layout=layout,
             position=start,
             exit=exit_,
+            current_position=start[::-1],
+            exit_cell=exit_[::-1],
             max_steps=max_steps,
         )
 
@@ -125,19 +141,27 @@ class MazeEnvironment(Environment[MazeAction, MazeObservation, MazeState]):
         rows[st.position[0]][st.position[1]] = "A"
         return ["".join(row) for row in rows]
 
-    def _observe(
-        self, reward: float | None = None, done: bool = False, event: str = "", message: str = ""
-    ) -> MazeObservation:
+    def _observe(self, reward: float, event: str = "", message: str = "") -> MazeObservation:
         st = self._state
         return MazeObservation(
+            legal_actions=[] if st.done else self.legal_actions(),
+            current_position=st.position[::-1],
+            previous_position=self._previous[::-1],
             position=list(st.position),
             exit=list(st.exit),
-            legal_actions=self.legal_actions(),
             grid=self.render(),
             event=event,
+            status=st.status,
             message=message,
             reward=reward,
-            done=done,
+            done=st.done,
+            # What OpenEnv's maze puts in the metadata; positions are [col, row] there.
+            metadata={
+                "maze": [[int(ch == "#") for ch in row] for row in st.layout],
+                "status": st.status,
+                "exit_cell": st.exit[::-1],
+                "step": st.step_count,
+            },
         )
 
     def reset(
@@ -148,6 +172,7 @@ class MazeEnvironment(Environment[MazeAction, MazeObservation, MazeState]):
         generate: bool = False,
         layout: list[str] | None = None,
         max_steps: int | None = None,
+        start_cell: list[int] | tuple[int, int] | None = None,
         **kwargs: Any,
     ) -> MazeObservation:
         max_steps = self._max_steps if max_steps is None else int(max_steps)
@@ -158,18 +183,20 @@ class MazeEnvironment(Environment[MazeAction, MazeObservation, MazeState]):
             generated = True
         else:
             rows, generated = list(DEFAULT_LAYOUT), False
-        self._load(rows, seed, generated, max_steps, episode_id)
-        return self._observe(message="find the exit E")
+        start = None if start_cell is None else list(start_cell)
+        self._load(rows, seed, generated, max_steps, episode_id, start)
+        return self._observe(reward=0.0, message="find the exit E")
 
     def step(
         self, action: MazeAction, timeout_s: float | None = None, **kwargs: Any
     ) -> MazeObservation:
         st = self._state
-        if st.solved or st.step_count >= st.max_steps:
+        if st.done:
             raise ValueError("The episode is over: call reset()")
         dr, dc = MOVES[action.action]
         r, c = st.position[0] + dr, st.position[1] + dc
         st.step_count += 1
+        self._previous = list(st.position)
         if not self._open(r, c):
             st.wall_bumps += 1
             reward, event = WALL_REWARD, "wall"
@@ -185,9 +212,16 @@ class MazeEnvironment(Environment[MazeAction, MazeObservation, MazeState]):
             self._visited.add((r, c))
             st.visited = len(self._visited)
         st.total_reward += reward
-        done = st.solved or st.step_count >= st.max_steps
-        message = "reached the exit" if st.solved else ("out of steps" if done else "")
-        return self._observe(reward=reward, done=done, event=event, message=message)
+        st.current_position = st.position[::-1]
+        message = ""
+        if st.solved:
+            st.status, message = "win", "reached the exit"
+        elif st.total_reward < LOSE_PER_CELL * self._rows * self._cols:
+            st.status, message = "lose", "lost: the penalties passed the limit"
+        elif st.max_steps is not None and st.step_count >= st.max_steps:
+            message = "out of steps"
+        st.done = st.status != "playing" or bool(message)
+        return self._observe(reward=reward, event=event, message=message)
 
     @property
     def state(self) -> MazeState:
