@@ -53,7 +53,7 @@ def test_readme_example_gameplay(base_url: str) -> None:
 
 
 def test_readme_moves_are_clamped_and_plain_strings_work(base_url: str) -> None:
-    """"An action always moves the agent one step ... unless it would move off the grid, in
+    """ "An action always moves the agent one step ... unless it would move off the grid, in
     which case the agent stays in its current cell"; the wire form is {"action": "UP"}."""
     with GridWorldEnv(base_url=base_url).sync() as env:
         env.reset()
