@@ -97,6 +97,15 @@ def play_maze(url: str, rng: random.Random) -> list[float]:
     return _episode(MazeEnv, url, act, {"seed": 0})
 
 
+def play_connect4(url: str, rng: random.Random) -> list[float]:
+    from connect4_env import Connect4Action, Connect4Env
+
+    def act(obs):
+        return Connect4Action(column=rng.choice(obs.legal_actions))
+
+    return _episode(Connect4Env, url, act, {"seed": 0})
+
+
 def play_snake(url: str, rng: random.Random) -> list[float]:
     from snake_env import SnakeAction, SnakeEnv
 
@@ -161,6 +170,7 @@ POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "chess": ("chess_env", play_chess),
     "grid_world": ("grid_world_env", play_grid_world),
     "maze": ("maze_env", play_maze),
+    "connect4": ("connect4_env", play_connect4),
     "snake": ("snake_env", play_snake),
     "gymnasium": ("gymnasium_env", play_gymnasium),
     "trading": ("trading_env", play_trading),

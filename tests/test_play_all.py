@@ -14,6 +14,7 @@ EXPECTED = {
     "chess",
     "grid_world",
     "maze",
+    "connect4",
     "snake",
     "gymnasium",
     "trading",
