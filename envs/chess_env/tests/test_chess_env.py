@@ -180,3 +180,13 @@ def test_pgn_replays_to_the_observed_position(fen, color) -> None:
     game = chess.pgn.read_game(io.StringIO(obs.pgn))
     assert game.end().board().fen() == obs.fen
     assert len(list(game.mainline_moves())) == len(env.state.moves)
+
+
+def test_agent_colour_alternates_when_the_server_says_none() -> None:
+    """OpenEnv's default (`agent_color=None`): white, then black, then white; an explicit
+    colour at reset still wins."""
+    env = ChessEnvironment(agent_color=None)
+    colours = [env.reset(seed=i).agent_color for i in range(3)]
+    assert colours == ["white", "black", "white"]
+    assert env.reset(agent_color="white").agent_color == "white"
+    assert ChessEnvironment().reset().agent_color == "white"
