@@ -292,17 +292,42 @@ def _snippet(text: str, limit: int = 300) -> str:
 
 
 class LLMClient(ABC):
-    """An asynchronous chat model."""
+    """An asynchronous chat model.
+
+    As in OpenEnv, ``LLMClient(endpoint, port)`` keeps ``endpoint`` and ``port`` and derives
+    ``base_url`` (``"http://localhost"`` and ``8000`` give ``"http://localhost:8000"``); both
+    are optional for clients that are not addressed by URL. Subclasses implement `complete`;
+    `complete_with_tools` raises NotImplementedError unless overridden.
+    """
+
+    def __init__(self, endpoint: str | None = None, port: int | None = None) -> None:
+        self.endpoint = endpoint
+        self.port = port
+
+    @property
+    def base_url(self) -> str:
+        """The service's base URL: as set, else ``endpoint`` joined with ``port``."""
+        explicit = self.__dict__.get("_base_url")
+        if explicit is not None:
+            return str(explicit)
+        endpoint = self.__dict__.get("endpoint")
+        if endpoint is None:
+            raise AttributeError(f"{type(self).__name__} has no endpoint, so no base_url")
+        return _resolve_base_url(None, endpoint, self.__dict__.get("port"), "")
+
+    @base_url.setter
+    def base_url(self, value: str) -> None:
+        self.__dict__["_base_url"] = value
 
     @abstractmethod
     async def complete(self, prompt: str, **kwargs: Any) -> str:
         """Answer a single user prompt with text."""
 
-    @abstractmethod
     async def complete_with_tools(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any], **kwargs: Any
     ) -> LLMResponse:
         """Continue an OpenAI-format conversation, allowing the model to call ``tools``."""
+        raise NotImplementedError(f"{type(self).__name__} does not support tool calling")
 
     async def aclose(self) -> None:  # noqa: B027 - optional for subclasses
         """Release connections (no-op by default)."""
@@ -345,7 +370,10 @@ class _HTTPChatClient(LLMClient):
             raise ValueError("max_retries must be >= 0")
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
-        self.base_url = _resolve_base_url(base_url, endpoint, port, self.DEFAULT_BASE_URL)
+        resolved = _resolve_base_url(base_url, endpoint, port, self.DEFAULT_BASE_URL)
+        # `endpoint`/`port` as given (OpenEnv's attributes); `base_url` is what requests use.
+        super().__init__(endpoint if endpoint is not None else (base_url or resolved), port)
+        self.base_url = resolved
         self.model = model
         self.api_key = api_key
         self.system_prompt = system_prompt
