@@ -560,3 +560,31 @@ def test_non_numeric_or_non_finite_results_are_errors(bad: Any) -> None:
 
     with pytest.raises((TypeError, ValueError)):
         Bad()(ACTION, OBS)
+
+
+def test_openenv_style_state_dict_overrides_inside_a_container() -> None:
+    class Threshold(Rubric):  # checkpointing written as OpenEnv's rubrics do it
+        def __init__(self, threshold: float = 0.5) -> None:
+            super().__init__()
+            self.threshold = threshold
+
+        def forward(self, action: Any, observation: Any) -> float:
+            return 1.0
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"threshold": self.threshold}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:  # type: ignore[override]
+            if "threshold" in state:
+                self.threshold = state["threshold"]
+
+    source = Sequential(Threshold(0.9), Gate(Threshold(0.1)))
+    state = source.state_dict()
+    assert state == {
+        "rubric_0.threshold": 0.9,
+        "rubric_1.threshold": 1.0,
+        "rubric_1.rubric.threshold": 0.1,
+    }
+    target = Sequential(Threshold(), Gate(Threshold()))
+    target.load_state_dict(state)
+    assert target.state_dict() == state

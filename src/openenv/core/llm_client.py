@@ -36,6 +36,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -260,30 +261,44 @@ def _retry_after_s(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def _join_port(endpoint: str, port: int | None) -> str:
+    """``endpoint`` (``http://`` added when it has no scheme, trailing ``/`` dropped) with
+    ``port`` added when the URL names none, as OpenEnv does; a different port is an error."""
+    url = endpoint.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    try:
+        url_port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"invalid endpoint URL {endpoint!r}: {exc}") from exc
+    if port is None or url_port == port:
+        return url
+    if url_port is not None:
+        raise ValueError(
+            f"endpoint {endpoint!r} already names port {url_port}, which conflicts with port={port}"
+        )
+    return urlunsplit(parts._replace(netloc=f"{parts.netloc}:{port}"))
+
+
 def _resolve_base_url(
     base_url: str | None, endpoint: str | None, port: int | None, default: str
 ) -> str:
     if base_url is not None and endpoint is not None:
         raise ValueError("give either base_url or endpoint (+ port), not both")
-    if base_url is not None and port is not None:
-        # OpenEnv-style positional call: Client("http://localhost", 8000, "model").
-        endpoint, base_url = base_url, None
-    if base_url is None:
-        if endpoint is None:
-            if port is not None:
-                raise ValueError("port needs an endpoint (e.g. endpoint='http://localhost')")
-            base_url = default
-        else:
-            endpoint = endpoint.rstrip("/")
-            if "://" not in endpoint:
-                endpoint = "http://" + endpoint
-            base_url = f"{endpoint}:{port}" if port is not None else endpoint
-    base = base_url.strip().rstrip("/")
-    if "://" not in base:
-        base = "http://" + base
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    return base
+    if base_url is not None:
+        # Also the OpenEnv-style positional call: Client("http://localhost", 8000, "model").
+        return _join_port(base_url, port)
+    if endpoint is not None:
+        return _join_port(endpoint, port)
+    if port is not None:
+        raise ValueError("port needs an endpoint (e.g. endpoint='http://localhost')")
+    return default
+
+
+def _api_root(base_url: str) -> str:
+    """Where the API paths (``/v1/...``) start: ``base_url`` without a trailing ``/v1``."""
+    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
 
 
 def _snippet(text: str, limit: int = 300) -> str:
@@ -371,7 +386,7 @@ class _HTTPChatClient(LLMClient):
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
         resolved = _resolve_base_url(base_url, endpoint, port, self.DEFAULT_BASE_URL)
-        # `endpoint`/`port` as given (OpenEnv's attributes); `base_url` is what requests use.
+        # `endpoint`/`port` as given (OpenEnv's attributes); `base_url` joins them.
         super().__init__(endpoint if endpoint is not None else (base_url or resolved), port)
         self.base_url = resolved
         self.model = model
@@ -420,7 +435,7 @@ class _HTTPChatClient(LLMClient):
         return delay * (0.5 + random.random() / 2)
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        url = self.base_url + path
+        url = _api_root(self.base_url) + path
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             retry_after: float | None = None

@@ -225,6 +225,12 @@ def _as_score(value: Any) -> float:
     return score
 
 
+def _own_state_of(rubric: Rubric) -> dict[str, Any]:
+    if type(rubric).state_dict is not Rubric.state_dict:  # OpenEnv style: overrides state_dict
+        return dict(rubric.state_dict())
+    return rubric.own_state_dict()
+
+
 def _overrides_reset_async(rubric: Rubric) -> bool:
     return type(rubric).reset_async is not Rubric.reset_async
 
@@ -577,10 +583,14 @@ class Rubric(ABC):
         """Apply entries of `own_state_dict` (any subset). Default: nothing to load."""
 
     def state_dict(self) -> dict[str, Any]:
-        """Own state plus every descendant's, keyed by dot path (``"judge.prompt_template"``)."""
+        """Own state plus every descendant's, keyed by dot path (``"judge.prompt_template"``).
+
+        A descendant written for OpenEnv, which overrides ``state_dict`` itself, contributes
+        what its ``state_dict()`` returns.
+        """
         state = dict(self.own_state_dict())
         for path, rubric in self.named_rubrics():
-            for key, value in rubric.own_state_dict().items():
+            for key, value in _own_state_of(rubric).items():
                 state[f"{path}.{key}"] = value
         return state
 
@@ -598,7 +608,11 @@ class Rubric(ABC):
                 path, _, name = key.rpartition(".")
                 grouped.setdefault(path, {})[name] = value
         for path, own in grouped.items():
-            by_path[path].load_own_state_dict(own)
+            target = by_path[path]
+            if path and type(target).load_state_dict is not Rubric.load_state_dict:
+                target.load_state_dict(own)  # written for OpenEnv: it loads its own keys
+            else:
+                target.load_own_state_dict(own)
 
     # -- display -------------------------------------------------------------------------
 
