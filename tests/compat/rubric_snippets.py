@@ -380,6 +380,7 @@ async def _clients(port: int) -> dict[str, Any]:
     echo = Echo("http://localhost", 8000)
     openai = OpenAIClient("http://127.0.0.1", port, model="judge", temperature=0.0)
     with_path = OpenAIClient("http://127.0.0.1:8000/v1", None, model="judge")
+    positional = OpenAIClient("http://127.0.0.1", port, "judge", "sk-test", "Be brief.", 0.5, 64)
     try:
         await echo.complete_with_tools([{"role": "user", "content": "hi"}], [])
         tools: str = "returned"
@@ -393,6 +394,12 @@ async def _clients(port: int) -> dict[str, Any]:
         "openai_base_url": openai.base_url == f"http://127.0.0.1:{port}",
         "openai_complete": await openai.complete("Rate: fine"),
         "with_path": [with_path.endpoint, with_path.port, with_path.base_url],
+        "positional": [
+            positional.model,
+            positional.system_prompt,
+            positional.temperature,
+            positional.max_tokens,
+        ],
         "port_conflict": outcome(lambda: Echo("http://localhost:8000", 9000).base_url),
     }
 

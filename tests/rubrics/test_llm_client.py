@@ -160,7 +160,7 @@ async def test_tool_calls_round_trip(llm_server: FakeLLMServer) -> None:
     client = openai(llm_server)
     messages = [{"role": "user", "content": "Your move."}]
     response = await client.complete_with_tools(messages, [MCP_TOOL], tool_choice="auto")
-    assert response.content is None
+    assert response.content == ""  # as OpenEnv's LLMResponse
     assert response.tool_calls == [ToolCall(id="call_1", name="move", args={"square": "e4"})]
     body = llm_server.requests[0].body
     assert body["tool_choice"] == "auto"

@@ -94,3 +94,4 @@ def test_llm_clients() -> None:
     assert out["openai_complete"] == "fine"
     assert out["with_path"] == ["http://127.0.0.1:8000/v1", None, "http://127.0.0.1:8000/v1"]
     assert out["port_conflict"] == {"raises": "ValueError"}
+    assert out["positional"] == ["judge", "Be brief.", 0.5, 64]

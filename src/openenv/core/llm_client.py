@@ -69,9 +69,10 @@ class ToolCall:
 
 @dataclass
 class LLMResponse:
-    """A model reply: text (None when the model only called tools) and tool calls."""
+    """A model reply: text (``""`` when the model only called tools, as in OpenEnv) and tool
+    calls."""
 
-    content: str | None = None
+    content: str | None = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     raw: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
@@ -366,12 +367,12 @@ class _HTTPChatClient(LLMClient):
         base_url: str | None = None,
         port: int | None = None,
         model: str | None = None,
-        *,
-        endpoint: str | None = None,
         api_key: str | None = None,
         system_prompt: str | None = None,
         temperature: float | None = 0.0,
         max_tokens: int | None = None,
+        *,
+        endpoint: str | None = None,
         timeout_s: float = 60.0,
         max_retries: int = 3,
         backoff_base_s: float = 0.5,
@@ -601,8 +602,7 @@ class OpenAIClient(_HTTPChatClient):
                     args=_decode_arguments(function.get("arguments"), data),
                 )
             )
-        text = None if content is None else _text_of(content)
-        return LLMResponse(content=text, tool_calls=calls, raw=data)
+        return LLMResponse(content=_text_of(content), tool_calls=calls, raw=data)
 
 
 # -- Anthropic ---------------------------------------------------------------------------------
@@ -746,8 +746,7 @@ class AnthropicClient(_HTTPChatClient):
                         args=_decode_arguments(arguments, data),
                     )
                 )
-        content = "".join(texts) if texts else None
-        return LLMResponse(content=content, tool_calls=calls, raw=data)
+        return LLMResponse(content="".join(texts), tool_calls=calls, raw=data)
 
 
 # -- factory -----------------------------------------------------------------------------------
