@@ -238,10 +238,11 @@ def _overrides_reset_async(rubric: Rubric) -> bool:
 class Rubric(ABC):
     """Base class of all rubrics. Subclasses implement `forward` (sync or ``async def``).
 
-    ``rubric(action, obs)`` returns a float when the whole tree is sync and an awaitable of a
-    float when any part is async (`is_async`); `score` is always sync, `ascore` always
-    awaitable. A composite written by hand should declare ``async def forward`` and
-    ``await child.ascore(...)`` if any child may be async.
+    ``rubric(action, obs)`` returns an awaitable of a float when any part of the tree is async
+    (`is_async`), else a float -- an `AwaitableScore` where OpenEnv returns an awaitable (see the
+    module docstring); `score` is always sync, `ascore` always awaitable. A composite written
+    by hand should declare ``async def forward`` and ``await child.ascore(...)`` if any child
+    may be async.
 
     Children are registered by assigning a rubric to an attribute (``self.fmt = Fmt()``) or
     with `add_rubric` (for names that are not identifiers). Subclasses need not call
