@@ -588,3 +588,18 @@ def test_openenv_style_state_dict_overrides_inside_a_container() -> None:
     target = Sequential(Threshold(), Gate(Threshold()))
     target.load_state_dict(state)
     assert target.state_dict() == state
+
+
+def test_a_child_named_score_is_allowed() -> None:
+    class Outer(Rubric):  # `score` is not a reserved name in OpenEnv
+        def __init__(self) -> None:
+            super().__init__()
+            self.score = Const(0.25)
+
+        def forward(self, action: Any, observation: Any) -> float:
+            return self.score(action, observation)
+
+    outer = Outer()
+    assert Gate(outer, threshold=0.1)(ACTION, OBS) == 0.25
+    assert Rubric.score(outer, ACTION, OBS) == 0.25
+    assert [path for path, _ in outer.named_rubrics()] == ["score"]

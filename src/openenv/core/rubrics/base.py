@@ -440,7 +440,10 @@ class Rubric(ABC):
         if isinstance(value, Rubric):
             self._check_child(name, value)
             attribute = inspect.getattr_static(type(self), name, None)
-            if callable(attribute) or hasattr(attribute, "__get__"):
+            hides = callable(attribute) or hasattr(attribute, "__get__")
+            # `score`/`ascore` are ours, not OpenEnv's, and nothing here calls them on a rubric:
+            # OpenEnv code may use those names for children (Rubric.score(...) still works).
+            if hides and attribute not in (Rubric.score, Rubric.ascore):
                 raise AttributeError(
                     f"cannot register a child rubric as {name!r}: it would hide "
                     f"{type(self).__name__}.{name}; use another name or add_rubric()"
