@@ -247,3 +247,18 @@ def test_judge_state_dict() -> None:
     assert other.score_output("S: 4") == 0.8
     with pytest.raises(ValueError):
         LLMJudge("x", _StaticClient("1"), scale=0)
+
+
+async def test_openenv_style_subclass_overriding_render_and_parse() -> None:
+    class Strict(LLMJudge):  # overrides the hooks OpenEnv's LLMJudge documents
+        def _render_prompt(self, action: Any, observation: Any) -> str:
+            return f"Grade {action.text}"
+
+        def _parse_score(self, response: str) -> float:
+            match = self._score_pattern.search(response)
+            return float(match.group(1)) / 10 if match else self.default_score
+
+    judge = Strict("unused", _StaticClient("7 points"), default_score=0.0)
+    assert judge._client is judge.client
+    assert await judge(ACTION, OBS) == pytest.approx(0.7)
+    assert judge.client.prompts == ["Grade hello"]

@@ -83,6 +83,7 @@ _PHRASE = re.compile(
 )
 _BARE = re.compile(rf"^(?P<value>{_NUM})(?:\s*/\s*(?P<scale>{_NUM}))?{_PCT}$", re.IGNORECASE)
 _LAST_NUMBER = re.compile(r"\d+(?:\.\d+)?(?!.*\d)")
+_FIRST_NUMBER = r"(\d+\.?\d*)"  # OpenEnv's default score_pattern
 _JSON_KEYS = ("score", "rating", "grade", "reward", "final_score", "overall_score")
 _JSON_SCALE_KEYS = ("max_score", "out_of", "scale", "max", "max_rating")
 
@@ -268,6 +269,16 @@ class LLMJudge(Rubric):
     @_client.setter
     def _client(self, client: LLMClient) -> None:
         self.client = client
+
+    @property
+    def _score_pattern(self) -> re.Pattern[str]:
+        """OpenEnv's compiled pattern, for subclasses that override ``_parse_score`` with it:
+        ``score_pattern``, or OpenEnv's first-number pattern when none is set."""
+        return re.compile(self.score_pattern or _FIRST_NUMBER)
+
+    @_score_pattern.setter
+    def _score_pattern(self, pattern: str | re.Pattern[str]) -> None:
+        self.score_pattern = pattern if isinstance(pattern, str) else pattern.pattern
 
     def render_prompt(self, action: Any, observation: Any) -> str:
         try:
