@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 from typing import Any
 
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, Observation, State
 from openenv.core.llm_client import LLMClient, OpenAIClient
 from openenv.core.rubrics import (
     ExponentialDiscountingTrajectoryRubric,
@@ -406,6 +408,105 @@ async def _clients(port: int) -> dict[str, Any]:
 
 def check_llm_clients() -> dict[str, Any]:
     return asyncio.run(_clients(start_double()))
+
+
+# -- the rubrics tutorial's environment ------------------------------------------------------------
+
+
+class CodeAction(Action):
+    code: str
+
+
+class CodeObservation(Observation):
+    compiles: bool = False
+    tests_passed: int = 0
+    tests_total: int = 0
+
+
+class CodeState(State):
+    attempts: int = 0
+
+
+class CompilesRubric(Rubric):
+    def forward(self, action: Any, observation: Any) -> float:
+        return 1.0 if observation.compiles else 0.0
+
+
+class TestsPassRubric(Rubric):
+    def forward(self, action: Any, observation: Any) -> float:
+        if observation.tests_total == 0:
+            return 0.0
+        return observation.tests_passed / observation.tests_total
+
+
+class StyleRubric(Rubric):
+    def forward(self, action: Any, observation: Any) -> float:
+        return 1.0 if action.code.count("\n\n\n") == 0 else 0.6
+
+
+class CodeEnvironment(Environment):
+    def __init__(self) -> None:
+        rubric = Sequential(
+            Gate(CompilesRubric(), threshold=1.0),
+            WeightedSum([TestsPassRubric(), StyleRubric()], weights=[0.7, 0.3]),
+        )
+        super().__init__(rubric=rubric)
+        self._state = CodeState()
+
+    def reset(self, seed: Any = None, episode_id: Any = None, **kwargs: Any) -> CodeObservation:
+        self._reset_rubric()
+        self._state = CodeState()
+        return CodeObservation()
+
+    def step(self, action: Any, timeout_s: Any = None, **kwargs: Any) -> CodeObservation:
+        self._state.attempts += 1
+        compiles = "def " in action.code
+        obs = CodeObservation(compiles=compiles, tests_passed=2 if compiles else 0, tests_total=4)
+        obs.reward = self._apply_rubric(action, obs)
+        return obs
+
+    @property
+    def state(self) -> CodeState:
+        return self._state
+
+
+class AsyncGame(Rubric):
+    async def forward(self, action: Any, observation: Any) -> float:
+        await asyncio.sleep(0)
+        return 0.25
+
+
+class MultiGameRubric(Rubric):
+    def __init__(self) -> None:
+        super().__init__()
+        self.games = RubricDict({"pong": Const(1.0), "breakout": AsyncGame()})
+
+    def forward(self, action: Any, observation: Any) -> float:
+        return self.games[observation.game_id](action, observation)
+
+
+def check_tutorial() -> dict[str, Any]:
+    env = CodeEnvironment()
+    env.reset()
+    good = env.step(CodeAction(code="def solution(): return 42"))
+    components = {name: c.last_score for name, c in env.rubric.named_rubrics()}
+    bad = env.step(CodeAction(code="print(42)"))
+    logged: list[str] = []
+    rubric = StyleRubric()
+    rubric.register_forward_hook(
+        lambda r, action, obs, result: logged.append(f"{type(r).__name__}: {result:.2f}")
+    )
+    rubric(CodeAction(code="x\n\n\ny"), obs())
+    games = MultiGameRubric()
+    return {
+        "good_reward": good.reward,
+        "components": components,
+        "bad_reward": bad.reward,
+        "hook_log": logged,
+        "pong": outcome(lambda: games("a", SimpleNamespace(game_id="pong"))),
+        "breakout": outcome(lambda: games("a", SimpleNamespace(game_id="breakout"))),
+        "game_names": [name for name, _ in games.named_rubrics()],
+    }
 
 
 CHECKS = {

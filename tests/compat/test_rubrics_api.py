@@ -125,6 +125,7 @@ CHECKS = [
     "state_dict",
     "sync_values",
     "trajectory",
+    "tutorial",
 ]
 
 

@@ -14,6 +14,7 @@ from openenv.core.rubrics import (
     AwaitableScore,
     Gate,
     Rubric,
+    RubricDict,
     Sequential,
     WeightedSum,
     failed_rubric_path,
@@ -119,16 +120,51 @@ def test_async_hook_makes_rubric_async() -> None:
     assert not rubric.is_async
 
 
-def test_custom_forward_returning_awaitable_in_sync_tree_is_an_error() -> None:
+async def test_a_sync_forward_returning_an_awaitable_makes_the_call_awaitable() -> None:
     async def later() -> float:
         return 1.0
 
-    class Sneaky(Rubric):
+    class Sneaky(Rubric):  # OpenEnv accepts this too
         def forward(self, action: Any, observation: Any) -> Any:
             return later()
 
-    with pytest.raises(TypeError, match="async def"):
-        Sneaky()(ACTION, OBS)
+    rubric = Sneaky()
+    pending = rubric(ACTION, OBS)
+    assert inspect.iscoroutine(pending) and rubric.last_score is None
+    assert await pending == 1.0 and rubric.last_score == 1.0
+    assert rubric.score(ACTION, OBS) == 1.0 and await rubric.ascore(ACTION, OBS) == 1.0
+
+
+async def test_a_dispatching_rubric_is_awaitable_only_when_its_child_is() -> None:
+    class MultiGame(Rubric):  # as in OpenEnv's rubrics tutorial
+        def __init__(self) -> None:
+            super().__init__()
+            self.games = RubricDict({"pong": Const(1.0), "judge": AsyncConst(0.25)})
+
+        def forward(self, action: Any, observation: Any) -> Any:
+            return self.games[observation](action, observation)
+
+    rubric = MultiGame()
+    assert rubric.is_async
+    assert rubric(ACTION, "pong") == 1.0  # a plain float, as in OpenEnv
+    pending = rubric(ACTION, "judge")
+    assert inspect.isawaitable(pending) and await pending == 0.25
+    assert rubric.component_scores() == {"games.judge": 0.25}
+    assert await rubric.ascore(ACTION, "pong") == 1.0
+
+
+async def test_a_dispatched_async_child_failure_reports_its_path() -> None:
+    class Dispatch(Rubric):
+        def __init__(self) -> None:
+            super().__init__()
+            self.games = RubricDict({"bad": AsyncBoom()})
+
+        def forward(self, action: Any, observation: Any) -> Any:
+            return self.games["bad"](action, observation)
+
+    with pytest.raises(RuntimeError) as info:
+        await Dispatch()(ACTION, OBS)
+    assert failed_rubric_path(info.value) == "games.bad"
 
 
 async def test_custom_forward_passing_on_a_childs_awaitable() -> None:

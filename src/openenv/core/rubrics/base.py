@@ -15,7 +15,10 @@ Sync and async
   sync tree the float, except where OpenEnv hands back an awaitable -- a `Sequential` called
   while an event loop runs in this thread (unless it stopped early at a 0), and any rubric that
   evaluated such a child. That awaitable is an `AwaitableScore`: a ``float`` that can also be
-  awaited, so both ``await rubric(...)`` and plain arithmetic on the result work.
+  awaited, so both ``await rubric(...)`` and plain arithmetic on the result work. A rubric
+  whose own ``forward`` and hooks are sync (say, one dispatching to one of several children)
+  runs ``forward`` at once and returns an awaitable only if ``forward`` returned one, as in
+  OpenEnv.
 * ``rubric.score(action, obs)``: always returns a float. An async tree runs to completion on a
   fresh event loop (on a short-lived helper thread when this thread already runs a loop), so
   it blocks; prefer ``ascore`` in async code.
@@ -296,9 +299,18 @@ class Rubric(ABC):
 
     def __call__(self, action: Any, observation: Any) -> Any:
         """Evaluate: the float, or an awaitable of it where OpenEnv gives one (module doc)."""
-        if self.is_async:
+        if self.is_async and not self._runs_forward_first():
             return self._call_async(action, observation)
         return self._call_sync(action, observation)
+
+    def _runs_forward_first(self) -> bool:
+        """OpenEnv's rule for a rubric whose own ``forward`` and hooks are sync (a hand-written
+        composite dispatching to children): ``__call__`` runs ``forward`` at once and is
+        awaitable only when ``forward`` hands back an awaitable (an async child's result)."""
+        if type(self).forward_async is not Rubric.forward_async or self._forward_is_async():
+            return False
+        hooks = self.__dict__["_forward_pre_hooks"], self.__dict__["_forward_hooks"]
+        return not any(is_async_callable(h) for group in hooks for h in group.values())
 
     def score(self, action: Any, observation: Any) -> float:
         """Evaluate and return a float, running an async tree to completion (blocking)."""
@@ -313,14 +325,20 @@ class Rubric(ABC):
 
         For a sync tree the result may be an `AwaitableScore` (containers pass that on).
         """
-        if not self.is_async:
-            return self._call_sync(action, observation)
-        return run_coroutine_sync(self._call_async(action, observation))
+        if self.is_async:
+            return run_coroutine_sync(self._call_async(action, observation))
+        result = self._call_sync(action, observation)
+        if inspect.iscoroutine(result):  # forward handed back an awaitable
+            return run_coroutine_sync(result)
+        return result
 
     async def _aevaluate(self, action: Any, observation: Any) -> float:
         if self.is_async:
             return await self._call_async(action, observation)
-        return float(self._call_sync(action, observation))
+        result = self._call_sync(action, observation)
+        if inspect.iscoroutine(result):
+            result = await result
+        return float(result)
 
     def _begin_evaluation(self) -> contextvars.Token[object | None] | None:
         if _IN_EVALUATION.get() is not None:
@@ -330,24 +348,40 @@ class Rubric(ABC):
             rubric.last_score = None
         return _IN_EVALUATION.set(object())
 
-    def _call_sync(self, action: Any, observation: Any) -> float:
+    def _call_sync(self, action: Any, observation: Any) -> Any:
+        """Evaluate with a sync ``forward``: a float (or `AwaitableScore`), or -- when
+        ``forward`` handed back an awaitable, as OpenEnv allows -- a coroutine finishing it."""
         token = self._begin_evaluation()
         try:
             for hook in list(self.__dict__["_forward_pre_hooks"].values()):
                 self._sync_hook_result(hook(self, action, observation))
             result = self.forward(action, observation)
             if inspect.isawaitable(result) and not isinstance(result, AwaitableScore):
-                _discard(result)
-                raise TypeError(
-                    f"{type(self).__name__}.forward returned an awaitable but is not declared "
-                    "`async def`; declare it async so the rubric is evaluated asynchronously"
-                )
+                return self._finish_awaited(result, action, observation)
             score = _as_score(result)
             self.last_score = score
             for hook in list(self.__dict__["_forward_hooks"].values()):
                 self._sync_hook_result(hook(self, action, observation, score))
             # A forward that passed on a child's awaitable result makes this one awaitable too.
             return awaitable_if(isinstance(result, AwaitableScore), score)
+        except Exception as exc:
+            self._record_failure(exc, outermost=token is not None)
+            raise
+        finally:
+            if token is not None:
+                _IN_EVALUATION.reset(token)
+
+    async def _finish_awaited(self, pending: Any, action: Any, observation: Any) -> float:
+        """The rest of a sync evaluation whose ``forward`` returned an awaitable."""
+        token = None if _IN_EVALUATION.get() is not None else _IN_EVALUATION.set(object())
+        try:
+            score = _as_score(await pending)
+            self.last_score = score
+            for hook in list(self.__dict__["_forward_hooks"].values()):
+                result = hook(self, action, observation, score)
+                if inspect.isawaitable(result):
+                    await result
+            return score
         except Exception as exc:
             self._record_failure(exc, outermost=token is not None)
             raise
