@@ -215,6 +215,7 @@ def check_names() -> dict[str, Any]:
         "rubric_dict": [name for name, _ in table.named_rubrics()],
         "missing_path": outcome(lambda: seq.get_rubric("rubric_7")),
         "len_and_index": [len(seq), seq[1] is seq.get_rubric("rubric_1")],
+        "shared": [name for name, _ in Sequential(seq[0], Gate(seq[0])).named_rubrics()],
     }
 
 

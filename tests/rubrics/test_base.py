@@ -296,10 +296,12 @@ def test_subclass_that_skips_super_init_still_registers_children() -> None:
     assert lazy.component_scores() == {"inner": 0.25}
 
 
-def test_shared_child_is_listed_once() -> None:
-    shared = Const(1.0)
-    tree = Sequential(shared, shared)
-    assert [path for path, _ in tree.named_rubrics()] == ["rubric_0"]
+def test_shared_child_is_listed_under_each_path() -> None:
+    shared = Const(0.5)
+    tree = Sequential(shared, Gate(shared, threshold=0.1))
+    assert [path for path, _ in tree.named_rubrics()] == ["rubric_0", "rubric_1", "rubric_1.rubric"]
+    assert tree(ACTION, OBS) == 0.5
+    assert tree.component_scores() == {"rubric_0": 0.5, "rubric_1": 0.5, "rubric_1.rubric": 0.5}
 
 
 def test_deepcopy_gives_an_independent_tree() -> None:

@@ -537,22 +537,16 @@ class Rubric(ABC):
             yield child
 
     def named_rubrics(self, prefix: str = "") -> Iterator[tuple[str, Rubric]]:
-        """All descendants (depth first, pre-order) with dot paths; each object listed once."""
-        seen: set[int] = set()
-
-        def walk(rubric: Rubric, path: str) -> Iterator[tuple[str, Rubric]]:
-            for name, child in rubric.named_children():
-                if id(child) in seen:
-                    continue
-                seen.add(id(child))
-                child_path = f"{path}.{name}" if path else name
-                yield child_path, child
-                yield from walk(child, child_path)
-
-        yield from walk(self, prefix)
+        """All descendants (depth first, pre-order) with dot paths. A rubric registered in two
+        places is listed under both paths, as in OpenEnv."""
+        for name, child in self.named_children():
+            path = f"{prefix}.{name}" if prefix else name
+            yield path, child
+            yield from child.named_rubrics(path)
 
     def rubrics(self) -> Iterator[Rubric]:
-        """All descendants (depth first, pre-order), not including this rubric."""
+        """All descendants (depth first, pre-order; a shared one once per path), not including
+        this rubric."""
         for _, rubric in self.named_rubrics():
             yield rubric
 
