@@ -31,3 +31,16 @@ def test_group_relative_example() -> None:
     expected = scope["group_relative_advantages"]([1.0, 0.0, 0.5, 0.5], leave_one_out=True)
     assert scope["rloo"] == pytest.approx(expected)
     assert scope["rloo"] != pytest.approx(scope["advantages"])
+
+
+def test_llm_judge_example() -> None:
+    block = next(b for b in BLOCKS if "LLMJudge(" in b)
+    scope: dict = {}
+    exec(block, scope)  # builds the client and judge only: nothing is sent
+    client, judge = scope["client"], scope["judge"]
+    assert (client.endpoint, client.port, client.base_url) == (
+        "http://localhost",
+        8001,
+        "http://localhost:8001",
+    )
+    assert judge.score_output("8") == pytest.approx(0.8) and judge.default_score is None

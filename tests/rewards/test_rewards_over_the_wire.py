@@ -33,6 +33,7 @@ async def test_a_failing_rubric_is_a_typed_error_never_a_zero_reward() -> None:
             assert info.value.code == "REWARD_ERROR"
             assert info.value.category == "environment"
             assert info.value.data["rubric_path"] == "boom"
+            assert info.value.data["exception"] == "ZeroDivisionError"  # the rubric's own error
             assert "divided by zero" in info.value.message
             # The session goes on.
             assert (await env.state())["step_count"] == 1
@@ -45,4 +46,5 @@ async def test_an_unreachable_judge_is_an_infrastructure_failure() -> None:
             with pytest.raises(RewardError) as info:
                 await env.step({"text": "please"})
             assert info.value.category == "infrastructure"
+            assert info.value.data["exception"] == "LLMUnavailableError"
             assert is_infrastructure_error(info.value)

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from openenv.core.rubrics import (
+    AwaitableScore,
     Gate,
     Rubric,
-    RubricError,
+    RubricDict,
     Sequential,
     WeightedSum,
+    failed_rubric_path,
 )
 
 from .helpers import ACTION, OBS, AsyncBoom, AsyncConst, Boom, Const, trace_hooks
@@ -35,17 +37,39 @@ async def test_sync_tree_returns_float_inside_running_loop() -> None:
     asyncio.get_running_loop()  # a loop is running in this thread
     trees: list[Rubric] = [
         Const(0.5),
-        Sequential(Const(1.0), Const(0.25)),
         Gate(Const(0.9), threshold=0.5),
-        WeightedSum([Const(1.0), Sequential(Const(0.5))], [0.5, 0.5]),
+        WeightedSum([Const(1.0), Gate(Const(0.5), 0.1)], [0.5, 0.5]),
+        Sequential(Const(0.0), Const(1.0)),  # stopped at a 0: a plain float, as in OpenEnv
     ]
     for tree in trees:
         assert not tree.is_async
         result = tree(ACTION, OBS)
         assert not inspect.isawaitable(result), type(tree).__name__
-        assert isinstance(result, float)
+        assert type(result) is float
         assert await tree.ascore(ACTION, OBS) == result
         assert tree.score(ACTION, OBS) == result
+
+
+async def test_sync_sequential_in_a_running_loop_is_awaitable_as_in_openenv() -> None:
+    trees: list[Rubric] = [
+        Sequential(Const(1.0), Const(0.25)),
+        Sequential(),
+        Gate(Sequential(Const(0.25)), threshold=0.1),
+        WeightedSum([Const(1.0), Sequential(Const(0.5))], [0.5, 0.5]),
+    ]
+    for tree in trees:
+        result = tree(ACTION, OBS)
+        assert inspect.isawaitable(result) and isinstance(result, AwaitableScore)
+        value = await result
+        assert type(value) is float and value == result  # also usable as the number itself
+        assert tree.last_score == value and type(tree.last_score) is float
+        assert type(tree.score(ACTION, OBS)) is float
+        assert type(await tree.ascore(ACTION, OBS)) is float
+
+
+def test_sync_sequential_without_loop_returns_float() -> None:
+    result = Gate(Sequential(Const(1.0), Const(0.25)), threshold=0.1)(ACTION, OBS)
+    assert type(result) is float and result == 0.25
 
 
 def test_bool_and_int_results_become_float() -> None:
@@ -96,17 +120,64 @@ def test_async_hook_makes_rubric_async() -> None:
     assert not rubric.is_async
 
 
-def test_custom_forward_returning_awaitable_in_sync_tree_is_an_error() -> None:
+async def test_a_sync_forward_returning_an_awaitable_makes_the_call_awaitable() -> None:
     async def later() -> float:
         return 1.0
 
-    class Sneaky(Rubric):
+    class Sneaky(Rubric):  # OpenEnv accepts this too
         def forward(self, action: Any, observation: Any) -> Any:
             return later()
 
-    with pytest.raises(RubricError) as info:
-        Sneaky()(ACTION, OBS)
-    assert isinstance(info.value.cause, TypeError)
+    rubric = Sneaky()
+    pending = rubric(ACTION, OBS)
+    assert inspect.iscoroutine(pending) and rubric.last_score is None
+    assert await pending == 1.0 and rubric.last_score == 1.0
+    assert rubric.score(ACTION, OBS) == 1.0 and await rubric.ascore(ACTION, OBS) == 1.0
+
+
+async def test_a_dispatching_rubric_is_awaitable_only_when_its_child_is() -> None:
+    class MultiGame(Rubric):  # as in OpenEnv's rubrics tutorial
+        def __init__(self) -> None:
+            super().__init__()
+            self.games = RubricDict({"pong": Const(1.0), "judge": AsyncConst(0.25)})
+
+        def forward(self, action: Any, observation: Any) -> Any:
+            return self.games[observation](action, observation)
+
+    rubric = MultiGame()
+    assert rubric.is_async
+    assert rubric(ACTION, "pong") == 1.0  # a plain float, as in OpenEnv
+    pending = rubric(ACTION, "judge")
+    assert inspect.isawaitable(pending) and await pending == 0.25
+    assert rubric.component_scores() == {"games.judge": 0.25}
+    assert await rubric.ascore(ACTION, "pong") == 1.0
+
+
+async def test_a_dispatched_async_child_failure_reports_its_path() -> None:
+    class Dispatch(Rubric):
+        def __init__(self) -> None:
+            super().__init__()
+            self.games = RubricDict({"bad": AsyncBoom()})
+
+        def forward(self, action: Any, observation: Any) -> Any:
+            return self.games["bad"](action, observation)
+
+    with pytest.raises(RuntimeError) as info:
+        await Dispatch()(ACTION, OBS)
+    assert failed_rubric_path(info.value) == "games.bad"
+
+
+async def test_custom_forward_passing_on_a_childs_awaitable() -> None:
+    class PassOn(Rubric):  # OpenEnv style: return the child's result as it is
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Sequential(Const(0.5))
+
+        def forward(self, action: Any, observation: Any) -> Any:
+            return self.inner(action, observation)
+
+    rubric = PassOn()
+    assert await rubric(ACTION, OBS) == 0.5 and rubric.last_score == 0.5
 
 
 async def test_custom_async_composite_awaits_children_with_ascore() -> None:
@@ -225,10 +296,12 @@ def test_subclass_that_skips_super_init_still_registers_children() -> None:
     assert lazy.component_scores() == {"inner": 0.25}
 
 
-def test_shared_child_is_listed_once() -> None:
-    shared = Const(1.0)
-    tree = Sequential(shared, shared)
-    assert [path for path, _ in tree.named_rubrics()] == ["0"]
+def test_shared_child_is_listed_under_each_path() -> None:
+    shared = Const(0.5)
+    tree = Sequential(shared, Gate(shared, threshold=0.1))
+    assert [path for path, _ in tree.named_rubrics()] == ["rubric_0", "rubric_1", "rubric_1.rubric"]
+    assert tree(ACTION, OBS) == 0.5
+    assert tree.component_scores() == {"rubric_0": 0.5, "rubric_1": 0.5, "rubric_1.rubric": 0.5}
 
 
 def test_deepcopy_gives_an_independent_tree() -> None:
@@ -450,56 +523,71 @@ def test_load_state_dict_round_trip_and_strictness() -> None:
 # -- errors -------------------------------------------------------------------------------
 
 
-def test_leaf_error_is_wrapped_with_cause() -> None:
-    with pytest.raises(RubricError) as info:
+def test_leaf_error_propagates_with_its_own_type() -> None:
+    with pytest.raises(ValueError, match="boom") as info:
         Boom()(ACTION, OBS)
-    error = info.value
-    assert error.path == ""
-    assert isinstance(error.cause, ValueError)
-    assert error.__cause__ is error.cause
-    assert "Boom" in str(error) and "boom" in str(error)
+    assert failed_rubric_path(info.value) == ""
+    assert "raised by rubric <root> (Boom)" in info.value.__notes__
 
 
 def test_nested_error_reports_path_of_failing_rubric() -> None:
     boom = Boom()
     tree = Sequential(checks=Sequential(format=Const(1.0), correct=boom))
-    with pytest.raises(RubricError) as info:
+    with pytest.raises(ValueError) as info:
         tree(ACTION, OBS)
-    assert info.value.path == "checks.correct"
-    assert info.value.rubric is boom
-    assert "'checks.correct'" in str(info.value)
+    assert failed_rubric_path(info.value) == "checks.correct"
+    assert "raised by rubric 'checks.correct' (Boom)" in info.value.__notes__
     assert tree.last_score is None  # no score, and certainly not 0
 
 
 async def test_async_nested_error_reports_path() -> None:
     tree = WeightedSum({"ok": AsyncConst(1.0), "judge": Gate(AsyncBoom())}, [0.5, 0.5])
-    with pytest.raises(RubricError) as info:
+    with pytest.raises(RuntimeError, match="async boom") as info:
         await tree(ACTION, OBS)
-    assert info.value.path == "judge.rubric"
-    assert isinstance(info.value.cause, RuntimeError)
-    with pytest.raises(RubricError):
+    assert failed_rubric_path(info.value) == "judge.rubric"
+    with pytest.raises(RuntimeError):
         tree.score(ACTION, OBS)
 
 
-def test_hook_errors_are_wrapped() -> None:
+def test_hook_errors_propagate_with_their_own_type() -> None:
     leaf = Const(1.0)
 
     def bad_hook(r: Rubric, a: Any, o: Any, s: float) -> None:
         raise KeyError("hook")
 
     leaf.register_forward_hook(bad_hook)
-    with pytest.raises(RubricError) as info:
+    with pytest.raises(KeyError) as info:
         Gate(leaf)(ACTION, OBS)
-    assert info.value.path == "rubric" and isinstance(info.value.cause, KeyError)
+    assert failed_rubric_path(info.value) == "rubric"
 
 
-def test_rubric_errors_pickle() -> None:
-    with pytest.raises(RubricError) as info:
-        Sequential(checks=Boom())(ACTION, OBS)
+def test_rubric_failures_pickle_without_the_rubric() -> None:
+    class Unpicklable(Rubric):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lock = __import__("threading").Lock()
+
+        def forward(self, action: Any, observation: Any) -> float:
+            raise ValueError("boom")
+
+    with pytest.raises(ValueError) as info:
+        Sequential(checks=Unpicklable())(ACTION, OBS)
     clone = pickle.loads(pickle.dumps(info.value))
-    assert type(clone) is RubricError and clone.path == "checks"
-    assert isinstance(clone.cause, ValueError) and clone.rubric is None
-    assert "'checks'" in str(clone)
+    assert type(clone) is ValueError and failed_rubric_path(clone) == "checks"
+
+
+def test_an_error_raised_again_reports_its_new_place() -> None:
+    boom = Boom()  # raises the same exception object every time
+    with pytest.raises(ValueError) as first:
+        Sequential(a=boom)(ACTION, OBS)
+    with pytest.raises(ValueError) as second:
+        Gate(boom)(ACTION, OBS)
+    assert first.value is second.value
+    assert failed_rubric_path(second.value) == "rubric"
+
+
+def test_plain_values_are_not_errors() -> None:
+    assert failed_rubric_path(ValueError("not from a rubric")) is None
 
 
 @pytest.mark.parametrize("bad", [None, "0.5", float("nan"), float("inf"), [1.0]])
@@ -508,6 +596,48 @@ def test_non_numeric_or_non_finite_results_are_errors(bad: Any) -> None:
         def forward(self, action: Any, observation: Any) -> Any:
             return bad
 
-    with pytest.raises(RubricError) as info:
+    with pytest.raises((TypeError, ValueError)):
         Bad()(ACTION, OBS)
-    assert isinstance(info.value.cause, (TypeError, ValueError))
+
+
+def test_openenv_style_state_dict_overrides_inside_a_container() -> None:
+    class Threshold(Rubric):  # checkpointing written as OpenEnv's rubrics do it
+        def __init__(self, threshold: float = 0.5) -> None:
+            super().__init__()
+            self.threshold = threshold
+
+        def forward(self, action: Any, observation: Any) -> float:
+            return 1.0
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"threshold": self.threshold}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:  # type: ignore[override]
+            if "threshold" in state:
+                self.threshold = state["threshold"]
+
+    source = Sequential(Threshold(0.9), Gate(Threshold(0.1)))
+    state = source.state_dict()
+    assert state == {
+        "rubric_0.threshold": 0.9,
+        "rubric_1.threshold": 1.0,
+        "rubric_1.rubric.threshold": 0.1,
+    }
+    target = Sequential(Threshold(), Gate(Threshold()))
+    target.load_state_dict(state)
+    assert target.state_dict() == state
+
+
+def test_a_child_named_score_is_allowed() -> None:
+    class Outer(Rubric):  # `score` is not a reserved name in OpenEnv
+        def __init__(self) -> None:
+            super().__init__()
+            self.score = Const(0.25)
+
+        def forward(self, action: Any, observation: Any) -> float:
+            return self.score(action, observation)
+
+    outer = Outer()
+    assert Gate(outer, threshold=0.1)(ACTION, OBS) == 0.25
+    assert Rubric.score(outer, ACTION, OBS) == 0.25
+    assert [path for path, _ in outer.named_rubrics()] == ["score"]

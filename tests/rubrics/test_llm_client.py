@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
 from openenv.core.llm_client import (
     AnthropicClient,
+    LLMClient,
     LLMResponse,
     LLMResponseError,
     LLMStatusError,
@@ -84,7 +86,8 @@ async def test_reasoning_models_use_max_completion_tokens(llm_server: FakeLLMSer
     ("args", "kwargs", "expected"),
     [
         (("http://h:8000",), {}, "http://h:8000"),
-        (("http://h:8000/v1/",), {}, "http://h:8000"),
+        (("http://h:8000/v1/",), {}, "http://h:8000/v1"),  # requests still go to /v1/...
+        (("http://h:8000", 8000, "m"), {}, "http://h:8000"),  # the URL's own port
         (("localhost:8000",), {}, "http://localhost:8000"),
         (("http://localhost", 8000, "m"), {}, "http://localhost:8000"),  # OpenEnv-style
         ((), {"endpoint": "localhost", "port": 9}, "http://localhost:9"),
@@ -96,6 +99,40 @@ def test_base_url_forms(args: tuple, kwargs: dict, expected: str) -> None:
     assert OpenAIClient(*args, **options).base_url == expected
 
 
+@pytest.mark.parametrize(
+    ("args", "kwargs", "endpoint", "port"),
+    [
+        (("http://localhost", 8000, "m"), {}, "http://localhost", 8000),  # OpenEnv-style
+        (("http://localhost:8000/v1", None, "m"), {}, "http://localhost:8000/v1", None),
+        ((), {"endpoint": "http://h", "port": 9, "model": "m"}, "http://h", 9),
+        (("http://h:8000",), {"model": "m"}, "http://h:8000", None),
+        ((), {"model": "m"}, "https://api.openai.com", None),
+    ],
+)
+def test_endpoint_and_port_attributes(args: tuple, kwargs: dict, endpoint: str, port: Any) -> None:
+    client = OpenAIClient(*args, **kwargs)
+    assert (client.endpoint, client.port) == (endpoint, port)
+
+
+async def test_a_client_implementing_only_complete() -> None:
+    class Echo(LLMClient):  # as OpenEnv's LLMClient docstring says: implement complete()
+        async def complete(self, prompt: str, **kwargs: Any) -> str:
+            return prompt
+
+    client = Echo("http://localhost", 8000)
+    assert (client.endpoint, client.port, client.base_url) == (
+        "http://localhost",
+        8000,
+        "http://localhost:8000",
+    )
+    assert await client.complete("hi") == "hi"
+    with pytest.raises(NotImplementedError, match="Echo does not support tool calling"):
+        await client.complete_with_tools([{"role": "user", "content": "hi"}], [])
+    assert Echo("http://localhost:8000/v1", None).base_url == "http://localhost:8000/v1"
+    with pytest.raises(AttributeError):
+        _ = Echo().base_url  # no endpoint: no URL to speak of
+
+
 def test_constructor_validation() -> None:
     with pytest.raises(ValueError, match="model"):
         OpenAIClient("http://h")
@@ -103,6 +140,8 @@ def test_constructor_validation() -> None:
         OpenAIClient("http://h", model="m", endpoint="http://x")
     with pytest.raises(ValueError):
         OpenAIClient(model="m", port=80)
+    with pytest.raises(ValueError, match="conflicts"):
+        OpenAIClient("http://h:8000", 9000, "m")
 
 
 async def test_tool_calls_round_trip(llm_server: FakeLLMServer) -> None:
@@ -121,7 +160,7 @@ async def test_tool_calls_round_trip(llm_server: FakeLLMServer) -> None:
     client = openai(llm_server)
     messages = [{"role": "user", "content": "Your move."}]
     response = await client.complete_with_tools(messages, [MCP_TOOL], tool_choice="auto")
-    assert response.content is None
+    assert response.content == ""  # as OpenEnv's LLMResponse
     assert response.tool_calls == [ToolCall(id="call_1", name="move", args={"square": "e4"})]
     body = llm_server.requests[0].body
     assert body["tool_choice"] == "auto"

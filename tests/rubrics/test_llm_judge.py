@@ -15,7 +15,6 @@ import pytest
 from openenv.core.llm_client import (
     AnthropicClient,
     LLMClient,
-    LLMResponse,
     LLMUnavailableError,
     OpenAIClient,
 )
@@ -91,14 +90,13 @@ def test_parse_with_custom_pattern() -> None:
     assert parse_score("Score: 8", r"Result: (\d+)") is None
 
 
-def test_unscaled_score_above_one_needs_scale() -> None:
+def test_normalize_clamps_out_of_range_scores_as_openenv() -> None:
     judge = LLMJudge(TEMPLATE, _StaticClient("Rating: [[7]]"))
-    with pytest.raises(JudgeError, match="scale="):
-        judge.score_output("Rating: [[7]]")
+    assert judge.score_output("Rating: [[7]]") == 1.0  # no scale given: clamped
+    assert judge.score_output("Score: 11/10") == 1.0
+    assert judge.score_output("Score: -0.5") == 0.0
     assert LLMJudge(TEMPLATE, _StaticClient(""), scale=10).score_output("Rating: [[7]]") == 0.7
     assert LLMJudge(TEMPLATE, _StaticClient(""), normalize=False).score_output("Score: 8/10") == 8.0
-    with pytest.raises(JudgeError, match="outside"):
-        judge.score_output("Score: 11/10")
 
 
 class _StaticClient(LLMClient):
@@ -113,9 +111,6 @@ class _StaticClient(LLMClient):
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer
-
-    async def complete_with_tools(self, messages: Any, tools: Any, **kwargs: Any) -> LLMResponse:
-        raise NotImplementedError
 
 
 # -- the judge over the real client -----------------------------------------------------------
@@ -166,20 +161,26 @@ async def test_unparseable_answer_raises_judge_error(llm_server: FakeLLMServer) 
     assert judge.last_score is None  # never a silent 0
 
 
-async def test_llm_failure_raises_judge_error_with_cause(llm_server: FakeLLMServer) -> None:
+async def test_default_score_is_an_explicit_opt_in(llm_server: FakeLLMServer) -> None:
+    llm_server.queue(openai_reply("I cannot evaluate this."), openai_reply("Score: 0.4"))
+    judge = judge_for(llm_server, default_score=0.25)
+    assert await judge(ACTION, OBS) == 0.25  # the caller chose what an unreadable answer is
+    assert await judge(ACTION, OBS) == pytest.approx(0.4)
+    assert judge.state_dict()["default_score"] == 0.25
+
+
+async def test_default_score_never_covers_a_failed_call(llm_server: FakeLLMServer) -> None:
     llm_server.queue(*[Reply(503, "overloaded") for _ in range(2)])
     client = OpenAIClient(llm_server.url, model="judge", max_retries=1, **FAST)
-    with pytest.raises(JudgeError) as info:
-        await LLMJudge(TEMPLATE, client)(ACTION, OBS)
-    assert isinstance(info.value.cause, LLMUnavailableError)
-    assert "503" in str(info.value)
+    with pytest.raises(LLMUnavailableError, match="503") as info:
+        await LLMJudge(TEMPLATE, client, default_score=0.0)(ACTION, OBS)
+    assert any("not a score" in note for note in info.value.__notes__)
 
 
-async def test_unreachable_judge_raises_judge_error() -> None:
+async def test_unreachable_judge_raises_the_clients_error() -> None:
     client = OpenAIClient(f"http://127.0.0.1:{closed_port()}", model="m", max_retries=0)
-    with pytest.raises(JudgeError) as info:
+    with pytest.raises(LLMUnavailableError):
         await LLMJudge(TEMPLATE, client)(ACTION, OBS)
-    assert isinstance(info.value.cause, LLMUnavailableError)
 
 
 async def test_judge_error_inside_a_tree_reports_its_path(llm_server: FakeLLMServer) -> None:
@@ -205,18 +206,19 @@ async def test_sync_score_of_a_judge_inside_a_running_loop(llm_server: FakeLLMSe
     assert await judge.ascore(ACTION, OBS) == 1.0  # and again on this loop
 
 
-async def test_template_errors_are_judge_errors() -> None:
+async def test_template_errors_keep_their_type_with_a_hint() -> None:
     judge = LLMJudge('Reply as {"score": x}', _StaticClient("1"))
-    with pytest.raises(JudgeError, match="literal braces"):
+    with pytest.raises(KeyError) as info:  # what str.format raises, as in OpenEnv
         await judge(ACTION, OBS)
+    assert any("literal braces" in note for note in info.value.__notes__)
     escaped = LLMJudge('Reply as {{"score": x}} for {action.text}', _StaticClient('{"score": 1}'))
     assert await escaped(ACTION, OBS) == 1.0
     assert escaped.client.prompts == ['Reply as {"score": x} for hello']
 
 
-async def test_non_llm_client_failures_are_judge_errors() -> None:
+async def test_client_failures_keep_their_type() -> None:
     judge = LLMJudge(TEMPLATE, _StaticClient(RuntimeError("socket closed")))
-    with pytest.raises(JudgeError, match="socket closed"):
+    with pytest.raises(RuntimeError, match="socket closed"):
         await judge(ACTION, OBS)
     with pytest.raises(JudgeError, match="not text"):
         await LLMJudge(TEMPLATE, _StaticClient(0.5))(ACTION, OBS)
@@ -236,6 +238,7 @@ def test_judge_state_dict() -> None:
     assert state == {
         "prompt_template": TEMPLATE,
         "score_pattern": r"S: (\d)",
+        "default_score": None,  # no opt-in: an unreadable answer raises
         "normalize": True,
         "scale": 5.0,
     }
@@ -244,3 +247,18 @@ def test_judge_state_dict() -> None:
     assert other.score_output("S: 4") == 0.8
     with pytest.raises(ValueError):
         LLMJudge("x", _StaticClient("1"), scale=0)
+
+
+async def test_openenv_style_subclass_overriding_render_and_parse() -> None:
+    class Strict(LLMJudge):  # overrides the hooks OpenEnv's LLMJudge documents
+        def _render_prompt(self, action: Any, observation: Any) -> str:
+            return f"Grade {action.text}"
+
+        def _parse_score(self, response: str) -> float:
+            match = self._score_pattern.search(response)
+            return float(match.group(1)) / 10 if match else self.default_score
+
+    judge = Strict("unused", _StaticClient("7 points"), default_score=0.0)
+    assert judge._client is judge.client
+    assert await judge(ACTION, OBS) == pytest.approx(0.7)
+    assert judge.client.prompts == ["Grade hello"]

@@ -9,9 +9,9 @@ import pytest
 
 from openenv.core.rubrics import (
     ExponentialDiscountingTrajectoryRubric,
-    RubricError,
     Sequential,
     TrajectoryRubric,
+    failed_rubric_path,
 )
 
 from .helpers import TextAction, TextObservation
@@ -171,12 +171,42 @@ async def test_async_score_trajectory_makes_the_rubric_async() -> None:
     assert rubric.compute_step_rewards() == [0.2, 0.2]
 
 
-def test_errors_in_score_trajectory_are_rubric_errors() -> None:
+def test_errors_in_score_trajectory_propagate_with_their_type() -> None:
     class Broken(ExponentialDiscountingTrajectoryRubric):
         def score_trajectory(self, trajectory: list[Any]) -> float:
             raise ZeroDivisionError("no")
 
-    with pytest.raises(RubricError) as info:
+    with pytest.raises(ZeroDivisionError) as info:
         Sequential(outcome=Broken())(*step("x", done=True))
-    assert info.value.path == "outcome"
-    assert isinstance(info.value.cause, ZeroDivisionError)
+    assert failed_rubric_path(info.value) == "outcome"
+
+
+def test_openenv_style_subclass_uses_self_trajectory() -> None:
+    # Written as OpenEnv's TrajectoryRubric docstring shows it.
+    class WinLoss(TrajectoryRubric):
+        def score_trajectory(self, trajectory: list[Any]) -> float:
+            _, final_obs = trajectory[-1]
+            return 1.0 if final_obs.metadata.get("won") else 0.0
+
+        def compute_step_rewards(self) -> list[float]:
+            score = self.score_trajectory(self._trajectory)
+            return [score] * len(self._trajectory)
+
+        def reset(self) -> None:  # OpenEnv's own reset pattern, without super()
+            self._trajectory = []
+
+    rubric = WinLoss()
+    rubric(*step("a"))
+    action, obs = step("b", done=True)
+    obs.metadata = {"won": True}
+    assert rubric(action, obs) == 1.0
+    assert len(rubric._trajectory) == 2 and rubric.compute_step_rewards() == [1.0, 1.0]
+    rubric.reset()
+    assert rubric._trajectory == [] and rubric.num_steps == 0 and not rubric.episode_done
+
+
+def test_max_steps_trims_self_trajectory() -> None:
+    rubric = WinIfLastSaysWin(gamma=0.5, max_steps=2)
+    for word in ("a", "b", "c"):
+        rubric(*step(word))
+    assert [a.text for a, _ in rubric._trajectory] == ["a-b", "a-c"] and rubric.num_steps == 3

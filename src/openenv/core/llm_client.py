@@ -36,6 +36,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -68,9 +69,10 @@ class ToolCall:
 
 @dataclass
 class LLMResponse:
-    """A model reply: text (None when the model only called tools) and tool calls."""
+    """A model reply: text (``""`` when the model only called tools, as in OpenEnv) and tool
+    calls."""
 
-    content: str | None = None
+    content: str | None = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     raw: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
@@ -260,30 +262,44 @@ def _retry_after_s(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def _join_port(endpoint: str, port: int | None) -> str:
+    """``endpoint`` (``http://`` added when it has no scheme, trailing ``/`` dropped) with
+    ``port`` added when the URL names none, as OpenEnv does; a different port is an error."""
+    url = endpoint.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    try:
+        url_port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"invalid endpoint URL {endpoint!r}: {exc}") from exc
+    if port is None or url_port == port:
+        return url
+    if url_port is not None:
+        raise ValueError(
+            f"endpoint {endpoint!r} already names port {url_port}, which conflicts with port={port}"
+        )
+    return urlunsplit(parts._replace(netloc=f"{parts.netloc}:{port}"))
+
+
 def _resolve_base_url(
     base_url: str | None, endpoint: str | None, port: int | None, default: str
 ) -> str:
     if base_url is not None and endpoint is not None:
         raise ValueError("give either base_url or endpoint (+ port), not both")
-    if base_url is not None and port is not None:
-        # OpenEnv-style positional call: Client("http://localhost", 8000, "model").
-        endpoint, base_url = base_url, None
-    if base_url is None:
-        if endpoint is None:
-            if port is not None:
-                raise ValueError("port needs an endpoint (e.g. endpoint='http://localhost')")
-            base_url = default
-        else:
-            endpoint = endpoint.rstrip("/")
-            if "://" not in endpoint:
-                endpoint = "http://" + endpoint
-            base_url = f"{endpoint}:{port}" if port is not None else endpoint
-    base = base_url.strip().rstrip("/")
-    if "://" not in base:
-        base = "http://" + base
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    return base
+    if base_url is not None:
+        # Also the OpenEnv-style positional call: Client("http://localhost", 8000, "model").
+        return _join_port(base_url, port)
+    if endpoint is not None:
+        return _join_port(endpoint, port)
+    if port is not None:
+        raise ValueError("port needs an endpoint (e.g. endpoint='http://localhost')")
+    return default
+
+
+def _api_root(base_url: str) -> str:
+    """Where the API paths (``/v1/...``) start: ``base_url`` without a trailing ``/v1``."""
+    return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
 
 
 def _snippet(text: str, limit: int = 300) -> str:
@@ -292,17 +308,42 @@ def _snippet(text: str, limit: int = 300) -> str:
 
 
 class LLMClient(ABC):
-    """An asynchronous chat model."""
+    """An asynchronous chat model.
+
+    As in OpenEnv, ``LLMClient(endpoint, port)`` keeps ``endpoint`` and ``port`` and derives
+    ``base_url`` (``"http://localhost"`` and ``8000`` give ``"http://localhost:8000"``); both
+    are optional for clients that are not addressed by URL. Subclasses implement `complete`;
+    `complete_with_tools` raises NotImplementedError unless overridden.
+    """
+
+    def __init__(self, endpoint: str | None = None, port: int | None = None) -> None:
+        self.endpoint = endpoint
+        self.port = port
+
+    @property
+    def base_url(self) -> str:
+        """The service's base URL: as set, else ``endpoint`` joined with ``port``."""
+        explicit = self.__dict__.get("_base_url")
+        if explicit is not None:
+            return str(explicit)
+        endpoint = self.__dict__.get("endpoint")
+        if endpoint is None:
+            raise AttributeError(f"{type(self).__name__} has no endpoint, so no base_url")
+        return _resolve_base_url(None, endpoint, self.__dict__.get("port"), "")
+
+    @base_url.setter
+    def base_url(self, value: str) -> None:
+        self.__dict__["_base_url"] = value
 
     @abstractmethod
     async def complete(self, prompt: str, **kwargs: Any) -> str:
         """Answer a single user prompt with text."""
 
-    @abstractmethod
     async def complete_with_tools(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any], **kwargs: Any
     ) -> LLMResponse:
         """Continue an OpenAI-format conversation, allowing the model to call ``tools``."""
+        raise NotImplementedError(f"{type(self).__name__} does not support tool calling")
 
     async def aclose(self) -> None:  # noqa: B027 - optional for subclasses
         """Release connections (no-op by default)."""
@@ -326,12 +367,12 @@ class _HTTPChatClient(LLMClient):
         base_url: str | None = None,
         port: int | None = None,
         model: str | None = None,
-        *,
-        endpoint: str | None = None,
         api_key: str | None = None,
         system_prompt: str | None = None,
         temperature: float | None = 0.0,
         max_tokens: int | None = None,
+        *,
+        endpoint: str | None = None,
         timeout_s: float = 60.0,
         max_retries: int = 3,
         backoff_base_s: float = 0.5,
@@ -345,7 +386,10 @@ class _HTTPChatClient(LLMClient):
             raise ValueError("max_retries must be >= 0")
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
-        self.base_url = _resolve_base_url(base_url, endpoint, port, self.DEFAULT_BASE_URL)
+        resolved = _resolve_base_url(base_url, endpoint, port, self.DEFAULT_BASE_URL)
+        # `endpoint`/`port` as given (OpenEnv's attributes); `base_url` joins them.
+        super().__init__(endpoint if endpoint is not None else (base_url or resolved), port)
+        self.base_url = resolved
         self.model = model
         self.api_key = api_key
         self.system_prompt = system_prompt
@@ -392,7 +436,7 @@ class _HTTPChatClient(LLMClient):
         return delay * (0.5 + random.random() / 2)
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        url = self.base_url + path
+        url = _api_root(self.base_url) + path
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             retry_after: float | None = None
@@ -558,8 +602,7 @@ class OpenAIClient(_HTTPChatClient):
                     args=_decode_arguments(function.get("arguments"), data),
                 )
             )
-        text = None if content is None else _text_of(content)
-        return LLMResponse(content=text, tool_calls=calls, raw=data)
+        return LLMResponse(content=_text_of(content), tool_calls=calls, raw=data)
 
 
 # -- Anthropic ---------------------------------------------------------------------------------
@@ -703,8 +746,7 @@ class AnthropicClient(_HTTPChatClient):
                         args=_decode_arguments(arguments, data),
                     )
                 )
-        content = "".join(texts) if texts else None
-        return LLMResponse(content=content, tool_calls=calls, raw=data)
+        return LLMResponse(content="".join(texts), tool_calls=calls, raw=data)
 
 
 # -- factory -----------------------------------------------------------------------------------

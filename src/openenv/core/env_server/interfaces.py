@@ -124,13 +124,18 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
         if self.rubric is None:
             return 0.0
         self._rubric_scored = True
-        return self.rubric.score(action, observation)
+        from openenv.core.rubrics import Rubric
+
+        # Called on the class: a rubric may shadow `score` with an attribute (OpenEnv style).
+        return Rubric.score(self.rubric, action, observation)
 
     async def _apply_rubric_async(self, action: ActT, observation: ObsT) -> float:
         if self.rubric is None:
             return 0.0
         self._rubric_scored = True
-        return await self.rubric.ascore(action, observation)
+        from openenv.core.rubrics import Rubric
+
+        return await Rubric.ascore(self.rubric, action, observation)
 
     def _reset_rubric(self) -> None:
         if self.rubric is not None:

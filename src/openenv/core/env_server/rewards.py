@@ -25,16 +25,20 @@ if TYPE_CHECKING:
 
 
 def _reward_error(exc: BaseException) -> RewardError:
+    """The typed error a failed rubric becomes on the wire (never a reward of 0)."""
     from openenv.core.llm_client import LLMUnavailableError
+    from openenv.core.rubrics import RubricError, failed_rubric_path
 
-    cause = getattr(exc, "cause", None) or exc.__cause__
-    path = getattr(exc, "path", "")
+    path = failed_rubric_path(exc) or ""
+    # An error this package raises about a rubric may carry the underlying failure.
+    cause = (exc.cause if isinstance(exc, RubricError) else None) or exc
+    unavailable = isinstance(exc, LLMUnavailableError) or isinstance(cause, LLMUnavailableError)
     return RewardError(
-        f"Rubric {path or '<root>'} failed: {cause or exc}",
+        f"Rubric {path or '<root>'} failed: {type(exc).__name__}: {exc}",
         rubric_path=path,
-        exception=type(cause or exc).__name__,
+        exception=type(cause).__name__,
         # A judge whose LLM endpoint is down is not the environment's fault.
-        category="infrastructure" if isinstance(cause, LLMUnavailableError) else "environment",
+        category="infrastructure" if unavailable else "environment",
     )
 
 
@@ -55,6 +59,8 @@ async def score_step(
     run_sync: Callable[[Callable[[], Any]], Awaitable[Any]],
 ) -> None:
     """Score one step with `env.rubric` and annotate the observation (see module docstring)."""
+    from openenv.core.rubrics import Rubric
+
     rubric = getattr(env, "rubric", None)
     if rubric is None:
         return
@@ -62,9 +68,10 @@ async def score_step(
         if env._rubric_scored:
             env._rubric_scored = False  # the step applied the rubric itself
         elif rubric.is_async:
-            obs.reward = await rubric.ascore(action, obs)
+            obs.reward = await Rubric.ascore(rubric, action, obs)
         else:
-            obs.reward = await run_sync(lambda: rubric.score(action, obs))
+            # Called on the class: a rubric may keep its own `score` attribute (OpenEnv style).
+            obs.reward = await run_sync(lambda: Rubric.score(rubric, action, obs))
     except Exception as exc:
         raise _reward_error(exc) from exc
     extra: dict[str, Any] = {}

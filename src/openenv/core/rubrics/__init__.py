@@ -5,13 +5,14 @@ See `openenv.core.rubrics.base` for the evaluation model (sync/async, hook order
 
 from __future__ import annotations
 
-from .base import RemovableHandle, Rubric, RubricError
+from .base import AwaitableScore, RemovableHandle, Rubric, RubricError, failed_rubric_path
 from .containers import Gate, RubricDict, RubricList, Sequential, WeightedSum
 from .group import GroupRelativeRubric, group_relative_advantages
 from .llm_judge import JudgeError, LLMJudge, ParsedScore, parse_score
 from .trajectory import ExponentialDiscountingTrajectoryRubric, TrajectoryRubric
 
 __all__ = [
+    "AwaitableScore",
     "ExponentialDiscountingTrajectoryRubric",
     "Gate",
     "GroupRelativeRubric",
@@ -26,6 +27,7 @@ __all__ = [
     "Sequential",
     "TrajectoryRubric",
     "WeightedSum",
+    "failed_rubric_path",
     "group_relative_advantages",
     "parse_score",
 ]

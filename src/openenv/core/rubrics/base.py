@@ -11,14 +11,23 @@ Sync and async
 ``forward`` or one of its hooks is a coroutine function, or when any descendant is async
 (see `Rubric.is_async`). Three ways to evaluate one:
 
-* ``rubric(action, obs)``: for a sync tree returns a ``float`` -- always, also when an event
-  loop is running in this thread. For an async tree it returns an awaitable that resolves to
-  the float (``await rubric(action, obs)``).
+* ``rubric(action, obs)``, as in OpenEnv: for an async tree an awaitable of the float; for a
+  sync tree the float, except where OpenEnv hands back an awaitable -- a `Sequential` called
+  while an event loop runs in this thread (unless it stopped early at a 0), and any rubric that
+  evaluated such a child. That awaitable is an `AwaitableScore`: a ``float`` that can also be
+  awaited, so both ``await rubric(...)`` and plain arithmetic on the result work. A rubric
+  whose own ``forward`` and hooks are sync (say, one dispatching to one of several children)
+  runs ``forward`` at once and returns an awaitable only if ``forward`` returned one, as in
+  OpenEnv.
 * ``rubric.score(action, obs)``: always returns a float. An async tree runs to completion on a
   fresh event loop (on a short-lived helper thread when this thread already runs a loop), so
   it blocks; prefer ``ascore`` in async code.
 * ``await rubric.ascore(action, obs)``: always awaitable, for either kind. A sync tree runs
   inline on the calling loop (rubrics are expected to be quick).
+
+The framework itself never calls ``rubric.score``: a rubric written for OpenEnv may keep its
+last result in a ``score`` attribute, which then hides the method on that instance only
+(``Rubric.score(rubric, action, obs)`` still works).
 
 Order of one evaluation
 -----------------------
@@ -39,32 +48,34 @@ reports exactly the rubrics that scored.
 
 Errors
 ------
-An exception raised by a rubric's forward or hooks propagates as a `RubricError` whose ``path``
-is the dot path of the failing rubric relative to the rubric that was called (``""`` when it
-is that rubric itself) and whose ``cause`` is the original exception. A failing rubric never
+An exception raised by a rubric's forward or hooks propagates unchanged, with its own type (as
+in OpenEnv). The evaluation adds a note naming the failing rubric's dot path relative to the
+rubric that was called, and `failed_rubric_path` returns that path. A failing rubric never
 turns into a score of 0.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import inspect
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Any
 
 from openenv.core.utils import run_coroutine_sync
 
-__all__ = ["RemovableHandle", "Rubric", "RubricError"]
+__all__ = ["AwaitableScore", "RemovableHandle", "Rubric", "RubricError", "failed_rubric_path"]
 
 PreHook = Callable[["Rubric", Any, Any], Any]
 PostHook = Callable[["Rubric", Any, Any, float], Any]
 
-# Set while a tree evaluation runs, so only the outermost call clears stale scores.
-_IN_EVALUATION: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "openenv_rubric_in_evaluation", default=False
+# Set (to a token identifying it) while a tree evaluation runs, so only the outermost call
+# clears stale scores and reports failures.
+_IN_EVALUATION: contextvars.ContextVar[object | None] = contextvars.ContextVar(
+    "openenv_rubric_in_evaluation", default=None
 )
 # Set while `reset_async` runs a rubric's own `reset`, which must then not recurse.
 _SHALLOW_RESET: contextvars.ContextVar[bool] = contextvars.ContextVar(
@@ -73,12 +84,66 @@ _SHALLOW_RESET: contextvars.ContextVar[bool] = contextvars.ContextVar(
 _HOOK_IDS = itertools.count()
 
 
-class RubricError(Exception):
-    """A rubric failed while scoring.
+class AwaitableScore(float):
+    """A score that can also be awaited (``await`` gives the plain float).
 
-    ``path`` is the dot path of the failing rubric relative to the rubric that was called
-    (``""`` for that rubric itself), ``rubric`` the failing rubric object and ``cause`` the
-    original exception (also available as ``__cause__``).
+    Returned by ``rubric(action, obs)`` where OpenEnv returns an awaitable for a sync tree (see
+    the module docstring), so OpenEnv code that awaits it works, and code that uses it as a
+    number works too.
+    """
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, float]:
+        return float(self)
+        yield  # pragma: no cover - makes this a generator
+
+
+def loop_running() -> bool:
+    """True when this thread is running an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def awaitable_if(deferred: bool, score: float) -> float:
+    """``score`` as an `AwaitableScore` when ``deferred``, else as a plain float."""
+    return AwaitableScore(score) if deferred else float(score)
+
+
+# Attributes an evaluation sets on an exception that escapes it (see `failed_rubric_path`).
+_FAILED_RUBRIC = "_openenv_failed_rubric"
+_FAILED_PATH = "_openenv_rubric_path"
+
+
+def failed_rubric_path(exc: BaseException) -> str | None:
+    """The dot path of the rubric that raised ``exc`` during an evaluation, relative to the
+    rubric that was called (``""`` for that rubric itself); None if no rubric raised it."""
+    path = getattr(exc, _FAILED_PATH, None)
+    return path if isinstance(path, str) else None
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note(note)
+        return
+    notes = getattr(exc, "__notes__", None)  # Python 3.10: keep the note for code that looks
+    try:
+        exc.__notes__ = [*(notes or []), note]  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+
+
+class RubricError(Exception):
+    """A failure this package reports about a rubric (`JudgeError` is one).
+
+    Exceptions raised by a rubric's own code are not wrapped in it: they propagate with their own
+    type (see the module docstring). ``path`` is the dot path of the failing rubric relative to the
+    rubric that was called (``""`` for that rubric itself), ``rubric`` the failing rubric object
+    and ``cause`` the underlying exception, if any (also available as ``__cause__``).
     """
 
     def __init__(
@@ -163,6 +228,12 @@ def _as_score(value: Any) -> float:
     return score
 
 
+def _own_state_of(rubric: Rubric) -> dict[str, Any]:
+    if type(rubric).state_dict is not Rubric.state_dict:  # OpenEnv style: overrides state_dict
+        return dict(rubric.state_dict())
+    return rubric.own_state_dict()
+
+
 def _overrides_reset_async(rubric: Rubric) -> bool:
     return type(rubric).reset_async is not Rubric.reset_async
 
@@ -170,10 +241,11 @@ def _overrides_reset_async(rubric: Rubric) -> bool:
 class Rubric(ABC):
     """Base class of all rubrics. Subclasses implement `forward` (sync or ``async def``).
 
-    ``rubric(action, obs)`` returns a float when the whole tree is sync and an awaitable of a
-    float when any part is async (`is_async`); `score` is always sync, `ascore` always
-    awaitable. A composite written by hand should declare ``async def forward`` and
-    ``await child.ascore(...)`` if any child may be async.
+    ``rubric(action, obs)`` returns an awaitable of a float when any part of the tree is async
+    (`is_async`), else a float -- an `AwaitableScore` where OpenEnv returns an awaitable (see the
+    module docstring); `score` is always sync, `ascore` always awaitable. A composite written
+    by hand should declare ``async def forward`` and ``await child.ascore(...)`` if any child
+    may be async.
 
     Children are registered by assigning a rubric to an attribute (``self.fmt = Fmt()``) or
     with `add_rubric` (for names that are not identifiers). Subclasses need not call
@@ -226,53 +298,93 @@ class Rubric(ABC):
         return is_async_callable(self.forward)
 
     def __call__(self, action: Any, observation: Any) -> Any:
-        """Evaluate: a float for a sync tree, an awaitable of a float for an async tree."""
-        if self.is_async:
+        """Evaluate: the float, or an awaitable of it where OpenEnv gives one (module doc)."""
+        if self.is_async and not self._runs_forward_first():
             return self._call_async(action, observation)
         return self._call_sync(action, observation)
 
+    def _runs_forward_first(self) -> bool:
+        """OpenEnv's rule for a rubric whose own ``forward`` and hooks are sync (a hand-written
+        composite dispatching to children): ``__call__`` runs ``forward`` at once and is
+        awaitable only when ``forward`` hands back an awaitable (an async child's result)."""
+        if type(self).forward_async is not Rubric.forward_async or self._forward_is_async():
+            return False
+        hooks = self.__dict__["_forward_pre_hooks"], self.__dict__["_forward_hooks"]
+        return not any(is_async_callable(h) for group in hooks for h in group.values())
+
     def score(self, action: Any, observation: Any) -> float:
         """Evaluate and return a float, running an async tree to completion (blocking)."""
-        if not self.is_async:
-            return self._call_sync(action, observation)
-        return run_coroutine_sync(self._call_async(action, observation))
+        return float(self._evaluate(action, observation))
 
     async def ascore(self, action: Any, observation: Any) -> float:
         """Evaluate from async code, whether the tree is sync or async."""
+        return float(await self._aevaluate(action, observation))
+
+    def _evaluate(self, action: Any, observation: Any) -> float:
+        """`score` for the framework's own use (never shadowed by a ``score`` attribute).
+
+        For a sync tree the result may be an `AwaitableScore` (containers pass that on).
+        """
+        if self.is_async:
+            return run_coroutine_sync(self._call_async(action, observation))
+        result = self._call_sync(action, observation)
+        if inspect.iscoroutine(result):  # forward handed back an awaitable
+            return run_coroutine_sync(result)
+        return result
+
+    async def _aevaluate(self, action: Any, observation: Any) -> float:
         if self.is_async:
             return await self._call_async(action, observation)
-        return self._call_sync(action, observation)
+        result = self._call_sync(action, observation)
+        if inspect.iscoroutine(result):
+            result = await result
+        return float(result)
 
-    def _begin_evaluation(self) -> contextvars.Token[bool] | None:
-        if _IN_EVALUATION.get():
+    def _begin_evaluation(self) -> contextvars.Token[object | None] | None:
+        if _IN_EVALUATION.get() is not None:
             return None
         self.last_score = None
         for rubric in self.rubrics():
             rubric.last_score = None
-        return _IN_EVALUATION.set(True)
+        return _IN_EVALUATION.set(object())
 
-    def _call_sync(self, action: Any, observation: Any) -> float:
+    def _call_sync(self, action: Any, observation: Any) -> Any:
+        """Evaluate with a sync ``forward``: a float (or `AwaitableScore`), or -- when
+        ``forward`` handed back an awaitable, as OpenEnv allows -- a coroutine finishing it."""
         token = self._begin_evaluation()
         try:
             for hook in list(self.__dict__["_forward_pre_hooks"].values()):
                 self._sync_hook_result(hook(self, action, observation))
             result = self.forward(action, observation)
-            if inspect.isawaitable(result):
-                _discard(result)
-                raise TypeError(
-                    f"{type(self).__name__}.forward returned an awaitable but is not declared "
-                    "`async def`; declare it async so the rubric is evaluated asynchronously"
-                )
+            if inspect.isawaitable(result) and not isinstance(result, AwaitableScore):
+                return self._finish_awaited(result, action, observation)
             score = _as_score(result)
             self.last_score = score
             for hook in list(self.__dict__["_forward_hooks"].values()):
                 self._sync_hook_result(hook(self, action, observation, score))
+            # A forward that passed on a child's awaitable result makes this one awaitable too.
+            return awaitable_if(isinstance(result, AwaitableScore), score)
+        except Exception as exc:
+            self._record_failure(exc, outermost=token is not None)
+            raise
+        finally:
+            if token is not None:
+                _IN_EVALUATION.reset(token)
+
+    async def _finish_awaited(self, pending: Any, action: Any, observation: Any) -> float:
+        """The rest of a sync evaluation whose ``forward`` returned an awaitable."""
+        token = None if _IN_EVALUATION.get() is not None else _IN_EVALUATION.set(object())
+        try:
+            score = _as_score(await pending)
+            self.last_score = score
+            for hook in list(self.__dict__["_forward_hooks"].values()):
+                result = hook(self, action, observation, score)
+                if inspect.isawaitable(result):
+                    await result
             return score
         except Exception as exc:
-            error = self._rubric_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
+            self._record_failure(exc, outermost=token is not None)
+            raise
         finally:
             if token is not None:
                 _IN_EVALUATION.reset(token)
@@ -292,10 +404,8 @@ class Rubric(ABC):
                     await result
             return score
         except Exception as exc:
-            error = self._rubric_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
+            self._record_failure(exc, outermost=token is not None)
+            raise
         finally:
             if token is not None:
                 _IN_EVALUATION.reset(token)
@@ -308,15 +418,26 @@ class Rubric(ABC):
                 "a hook returned an awaitable in a sync evaluation; declare it async def"
             )
 
-    def _rubric_error(self, exc: Exception) -> RubricError:
+    def _record_failure(self, exc: Exception, *, outermost: bool) -> None:
+        """Remember the innermost rubric ``exc`` escaped from; at the top of the evaluation
+        turn that into its dot path (`failed_rubric_path`) and a note on the exception."""
+        state = getattr(exc, "__dict__", None)
+        evaluation = _IN_EVALUATION.get()
+        if state is None or evaluation is None:
+            return
+        entry = state.get(_FAILED_RUBRIC)
+        if entry is None or entry[0] is not evaluation:  # not yet seen in this evaluation
+            state[_FAILED_RUBRIC] = entry = (evaluation, self)
+        if not outermost:
+            return
+        del state[_FAILED_RUBRIC]  # the rubric object must not travel with the exception
+        failed = entry[1]
+        path = self._path_of(failed) or ""
+        state[_FAILED_PATH] = path
         if isinstance(exc, RubricError):
-            if exc.rubric is None:
-                exc.rubric = self
-            path = self._path_of(exc.rubric)
-            if path is not None:
-                exc.path = path
-            return exc
-        return RubricError("", exc, rubric=self)
+            exc.path, exc.rubric = path, failed
+        where = repr(path) if path else "<root>"
+        _add_note(exc, f"raised by rubric {where} ({type(failed).__name__})")
 
     def _path_of(self, target: Rubric) -> str | None:
         if target is self:
@@ -353,7 +474,10 @@ class Rubric(ABC):
         if isinstance(value, Rubric):
             self._check_child(name, value)
             attribute = inspect.getattr_static(type(self), name, None)
-            if callable(attribute) or hasattr(attribute, "__get__"):
+            hides = callable(attribute) or hasattr(attribute, "__get__")
+            # `score`/`ascore` are ours, not OpenEnv's, and nothing here calls them on a rubric:
+            # OpenEnv code may use those names for children (Rubric.score(...) still works).
+            if hides and attribute not in (Rubric.score, Rubric.ascore):
                 raise AttributeError(
                     f"cannot register a child rubric as {name!r}: it would hide "
                     f"{type(self).__name__}.{name}; use another name or add_rubric()"
@@ -413,22 +537,16 @@ class Rubric(ABC):
             yield child
 
     def named_rubrics(self, prefix: str = "") -> Iterator[tuple[str, Rubric]]:
-        """All descendants (depth first, pre-order) with dot paths; each object listed once."""
-        seen: set[int] = set()
-
-        def walk(rubric: Rubric, path: str) -> Iterator[tuple[str, Rubric]]:
-            for name, child in rubric.named_children():
-                if id(child) in seen:
-                    continue
-                seen.add(id(child))
-                child_path = f"{path}.{name}" if path else name
-                yield child_path, child
-                yield from walk(child, child_path)
-
-        yield from walk(self, prefix)
+        """All descendants (depth first, pre-order) with dot paths. A rubric registered in two
+        places is listed under both paths, as in OpenEnv."""
+        for name, child in self.named_children():
+            path = f"{prefix}.{name}" if prefix else name
+            yield path, child
+            yield from child.named_rubrics(path)
 
     def rubrics(self) -> Iterator[Rubric]:
-        """All descendants (depth first, pre-order), not including this rubric."""
+        """All descendants (depth first, pre-order; a shared one once per path), not including
+        this rubric."""
         for _, rubric in self.named_rubrics():
             yield rubric
 
@@ -497,10 +615,14 @@ class Rubric(ABC):
         """Apply entries of `own_state_dict` (any subset). Default: nothing to load."""
 
     def state_dict(self) -> dict[str, Any]:
-        """Own state plus every descendant's, keyed by dot path (``"judge.prompt_template"``)."""
+        """Own state plus every descendant's, keyed by dot path (``"judge.prompt_template"``).
+
+        A descendant written for OpenEnv, which overrides ``state_dict`` itself, contributes
+        what its ``state_dict()`` returns.
+        """
         state = dict(self.own_state_dict())
         for path, rubric in self.named_rubrics():
-            for key, value in rubric.own_state_dict().items():
+            for key, value in _own_state_of(rubric).items():
                 state[f"{path}.{key}"] = value
         return state
 
@@ -518,7 +640,11 @@ class Rubric(ABC):
                 path, _, name = key.rpartition(".")
                 grouped.setdefault(path, {})[name] = value
         for path, own in grouped.items():
-            by_path[path].load_own_state_dict(own)
+            target = by_path[path]
+            if path and type(target).load_state_dict is not Rubric.load_state_dict:
+                target.load_state_dict(own)  # written for OpenEnv: it loads its own keys
+            else:
+                target.load_own_state_dict(own)
 
     # -- display -------------------------------------------------------------------------
 

@@ -2,9 +2,14 @@
 holders `RubricList` and `RubricDict`.
 
 Each scoring container evaluates its children inside its own forward (so its pre-hooks fire
-before any child runs). When every child is sync the container is sync too and returns a float
-even inside a running event loop; when a child is async the container is async and awaits it
-(`WeightedSum` awaits async children concurrently).
+before any child runs). When a child is async the container is async and awaits it
+(`WeightedSum` awaits async children concurrently). When every child is sync the container is
+sync too; as in OpenEnv, a `Sequential` called while an event loop is running returns an
+awaitable (an `AwaitableScore`, which is also the float) unless it stopped early at a 0, and a
+container with such a child returns one too.
+
+Children given as a sequence are named ``rubric_0``, ``rubric_1``, ... (OpenEnv's names, used in
+`named_rubrics`, `get_rubric` paths and `state_dict` keys).
 """
 
 from __future__ import annotations
@@ -14,9 +19,13 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .base import Rubric
+from .base import AwaitableScore, Rubric, awaitable_if, loop_running
 
 __all__ = ["Gate", "RubricDict", "RubricList", "Sequential", "WeightedSum"]
+
+
+def _positional_name(index: int) -> str:
+    return f"rubric_{index}"
 
 
 def _require_rubric(value: Any, what: str) -> Rubric:
@@ -46,29 +55,35 @@ class Sequential(_IndexedMixin, Rubric):
     """Evaluate children in order and stop at the first one that scores 0.
 
     Returns 0.0 if a child scores 0, otherwise the last child's score; an empty Sequential
-    scores 1.0. Children given positionally are named ``"0"``, ``"1"``, ...; keyword arguments
-    name them (``Sequential(format=Fmt(), correct=Correct())``).
+    scores 1.0. Children given positionally are named ``rubric_0``, ``rubric_1``, ...; keyword
+    arguments name them (``Sequential(format=Fmt(), correct=Correct())``).
     """
 
     def __init__(self, *rubrics: Rubric, **named: Rubric) -> None:
         super().__init__()
         for index, rubric in enumerate(rubrics):
-            self.add_rubric(str(index), _require_rubric(rubric, f"Sequential argument {index}"))
+            self.add_rubric(
+                _positional_name(index), _require_rubric(rubric, f"Sequential argument {index}")
+            )
         for name, rubric in named.items():
             self.add_rubric(name, _require_rubric(rubric, f"Sequential argument {name!r}"))
 
     def forward(self, action: Any, observation: Any) -> float:
-        score = 1.0
+        # OpenEnv's rule for sync children: the result is awaitable when the loop runs, unless
+        # a child scored 0 before any child's result was awaitable.
+        score: float = 1.0
+        deferred = False
         for child in self.children():
-            score = child.score(action, observation)
+            score = child._evaluate(action, observation)
+            deferred = deferred or isinstance(score, AwaitableScore)
             if score == 0:
-                return 0.0
-        return score
+                return awaitable_if(deferred, 0.0)
+        return awaitable_if(deferred or loop_running(), score)
 
     async def forward_async(self, action: Any, observation: Any) -> float:
         score = 1.0
         for child in self.children():
-            score = await child.ascore(action, observation)
+            score = await child._aevaluate(action, observation)
             if score == 0:
                 return 0.0
         return score
@@ -86,10 +101,11 @@ class Gate(Rubric):
         return 0.0 if score < self.threshold else score
 
     def forward(self, action: Any, observation: Any) -> float:
-        return self._gate(self.rubric.score(action, observation))
+        score = self.rubric._evaluate(action, observation)
+        return awaitable_if(isinstance(score, AwaitableScore), self._gate(score))
 
     async def forward_async(self, action: Any, observation: Any) -> float:
-        return self._gate(await self.rubric.ascore(action, observation))
+        return self._gate(await self.rubric._aevaluate(action, observation))
 
     def own_state_dict(self) -> dict[str, Any]:
         return {"threshold": self.threshold}
@@ -105,8 +121,9 @@ class Gate(Rubric):
 class WeightedSum(Rubric):
     """``sum(weight_i * score_i)`` over all children; the weights must sum to 1.
 
-    ``rubrics`` is a sequence (children named ``"0"``, ``"1"``, ...) or a mapping of names to
-    rubrics; ``weights`` is a sequence in the same order (or a mapping with the same keys).
+    ``rubrics`` is a sequence (children named ``rubric_0``, ``rubric_1``, ...) or a mapping of
+    names to rubrics; ``weights`` is a sequence in the same order (or a mapping with the same
+    keys).
     Every child is evaluated; async children run concurrently.
     """
 
@@ -119,7 +136,7 @@ class WeightedSum(Rubric):
         if isinstance(rubrics, Mapping):
             named = list(rubrics.items())
         else:
-            named = [(str(i), rubric) for i, rubric in enumerate(rubrics)]
+            named = [(_positional_name(i), rubric) for i, rubric in enumerate(rubrics)]
         if isinstance(weights, Mapping):
             if not isinstance(rubrics, Mapping) or set(weights) != set(rubrics):
                 raise ValueError("weights given as a mapping must have the same keys as rubrics")
@@ -151,10 +168,9 @@ class WeightedSum(Rubric):
         return list(self._weights)
 
     def forward(self, action: Any, observation: Any) -> float:
-        return sum(
-            weight * child.score(action, observation)
-            for weight, child in zip(self._weights, self.children(), strict=True)
-        )
+        scores = [child._evaluate(action, observation) for child in self.children()]
+        total = sum(weight * score for weight, score in zip(self._weights, scores, strict=True))
+        return awaitable_if(any(isinstance(s, AwaitableScore) for s in scores), total)
 
     async def forward_async(self, action: Any, observation: Any) -> float:
         children = list(self.children())
@@ -163,10 +179,10 @@ class WeightedSum(Rubric):
         try:
             for index, child in enumerate(children):
                 if child.is_async:
-                    pending[index] = asyncio.ensure_future(child.ascore(action, observation))
+                    pending[index] = asyncio.ensure_future(child._aevaluate(action, observation))
             for index, child in enumerate(children):
                 if index not in pending:
-                    scores[index] = child.score(action, observation)
+                    scores[index] = float(child._evaluate(action, observation))
             if pending:
                 for index, result in zip(
                     pending, await asyncio.gather(*pending.values()), strict=True
@@ -196,7 +212,8 @@ class WeightedSum(Rubric):
 
 
 class RubricList(_IndexedMixin, Rubric):
-    """An ordered holder of rubrics (named ``"0"``, ``"1"``, ...). It does not score."""
+    """An ordered holder of rubrics (named ``rubric_0``, ``rubric_1``, ...). It does not score;
+    calling it raises NotImplementedError."""
 
     def __init__(self, rubrics: Iterable[Rubric] | None = None) -> None:
         super().__init__()
@@ -204,13 +221,17 @@ class RubricList(_IndexedMixin, Rubric):
             self.extend(rubrics)
 
     def append(self, rubric: Rubric) -> RubricList:
-        self.add_rubric(str(len(self)), _require_rubric(rubric, "RubricList item"))
+        self.add_rubric(_positional_name(len(self)), _require_rubric(rubric, "RubricList item"))
         return self
 
     def extend(self, rubrics: Iterable[Rubric]) -> RubricList:
         for rubric in rubrics:
             self.append(rubric)
         return self
+
+    def __call__(self, action: Any, observation: Any) -> Any:
+        # Raise at once, as OpenEnv does, even when an item is async.
+        return self._call_sync(action, observation)
 
     def forward(self, action: Any, observation: Any) -> float:
         raise NotImplementedError(
@@ -220,7 +241,8 @@ class RubricList(_IndexedMixin, Rubric):
 
 
 class RubricDict(Rubric):
-    """A holder of named rubrics with dict-style access. It does not score."""
+    """A holder of named rubrics with dict-style access. It does not score; calling it raises
+    NotImplementedError."""
 
     def __init__(
         self, rubrics: Mapping[str, Rubric] | Iterable[tuple[str, Rubric]] | None = None
@@ -260,6 +282,10 @@ class RubricDict(Rubric):
         pairs = rubrics.items() if isinstance(rubrics, Mapping) else rubrics
         for key, rubric in pairs:
             self[key] = rubric
+
+    def __call__(self, action: Any, observation: Any) -> Any:
+        # Raise at once, as OpenEnv does, even when an item is async.
+        return self._call_sync(action, observation)
 
     def forward(self, action: Any, observation: Any) -> float:
         raise NotImplementedError(

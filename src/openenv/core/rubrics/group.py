@@ -152,7 +152,7 @@ class GroupRelativeRubric(Rubric):
             return float(episode)
         inner, steps = self._inner(), self._steps(episode)
         inner.reset()
-        return float(self._reduce([inner.score(a, o) for a, o in steps]))
+        return float(self._reduce([float(inner._evaluate(a, o)) for a, o in steps]))
 
     async def aepisode_return(self, episode: Episode) -> float:
         """Async `episode_return` (awaits async inner rubrics such as LLM judges)."""
@@ -160,7 +160,7 @@ class GroupRelativeRubric(Rubric):
             return float(episode)
         inner, steps = self._inner(), self._steps(episode)
         await inner.reset_async()
-        return float(self._reduce([await inner.ascore(a, o) for a, o in steps]))
+        return float(self._reduce([await inner._aevaluate(a, o) for a, o in steps]))
 
     # -- a group ---------------------------------------------------------------------------
 

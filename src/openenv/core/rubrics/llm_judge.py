@@ -1,9 +1,10 @@
 """`LLMJudge`: a rubric that asks a language model for a score.
 
 The judge renders its prompt template with the action and observation, sends it through an
-`openenv.core.llm_client.LLMClient` and parses a score out of the free-form answer. A judge that
-cannot produce a score raises `JudgeError` (a `RubricError`) -- it never falls back to 0, which
-would be indistinguishable from a genuinely bad answer.
+`openenv.core.llm_client.LLMClient` and parses a score out of the free-form answer. An answer
+without a score raises `JudgeError` (a `RubricError`) -- it never falls back to 0, which would be
+indistinguishable from a genuinely bad answer -- unless the user opted in with ``default_score``
+(OpenEnv's argument). A failed model call always raises the client's own error.
 
 `parse_score` understands what models actually write: ``"Score: 8/10"``, ``"**Rating:** 0.7"``,
 ``"Rating: [[7]]"``, ``"I'd give it 7 out of 10."``, ``{"score": 0.9}`` (also inside a code
@@ -23,7 +24,7 @@ from typing import Any
 
 from openenv.core.llm_client import LLMClient
 
-from .base import Rubric, RubricError
+from .base import Rubric, RubricError, _add_note
 
 __all__ = ["JudgeError", "LLMJudge", "ParsedScore", "parse_score"]
 
@@ -82,6 +83,7 @@ _PHRASE = re.compile(
 )
 _BARE = re.compile(rf"^(?P<value>{_NUM})(?:\s*/\s*(?P<scale>{_NUM}))?{_PCT}$", re.IGNORECASE)
 _LAST_NUMBER = re.compile(r"\d+(?:\.\d+)?(?!.*\d)")
+_FIRST_NUMBER = r"(\d+\.?\d*)"  # OpenEnv's default score_pattern
 _JSON_KEYS = ("score", "rating", "grade", "reward", "final_score", "overall_score")
 _JSON_SCALE_KEYS = ("max_score", "out_of", "scale", "max", "max_rating")
 
@@ -221,13 +223,17 @@ class LLMJudge(Rubric):
 
     ``prompt_template`` is a `str.format` template receiving ``action`` and ``observation``
     (``"{observation.text}"`` works; write literal braces as ``{{`` ``}}``); override
-    `render_prompt` for anything fancier. The answer is parsed with `parse_score` (or
-    ``score_pattern``). With ``normalize`` (the default) the score is mapped to [0, 1]: by the
-    scale the answer gives (``8/10``, ``7 out of 10``, ``85%``), else by ``scale`` (set it when
-    your prompt asks for e.g. "a score from 0 to 10" and the model may answer just ``8``);
-    a score that is still outside [0, 1] raises `JudgeError`. Without ``normalize`` the raw
-    number is returned. ``complete_kwargs`` are passed to ``client.complete``.
-    The last answer is kept in ``last_output``.
+    `render_prompt` (or OpenEnv's ``_render_prompt``) for anything fancier. The answer is parsed
+    with `parse_score` (or ``score_pattern``). With ``normalize`` (the default) the score is
+    mapped to [0, 1]: by the scale the answer gives (``8/10``, ``7 out of 10``, ``85%``), else by
+    ``scale`` (set it when your prompt asks for e.g. "a score from 0 to 10" and the model may
+    answer just ``8``), and then clamped to [0, 1] as OpenEnv does. Without ``normalize`` the
+    raw number is returned. ``complete_kwargs`` are passed to ``client.complete``.
+
+    An answer holding no score raises `JudgeError`, unless ``default_score`` is given: then that
+    score is returned instead (the caller's explicit choice; OpenEnv's default is 0.0). A failed
+    model call raises the client's error either way. The last answer is kept in
+    ``last_output``.
     """
 
     def __init__(
@@ -236,6 +242,7 @@ class LLMJudge(Rubric):
         client: LLMClient,
         *,
         score_pattern: str | None = None,
+        default_score: float | None = None,
         normalize: bool = True,
         scale: float | None = None,
         complete_kwargs: Mapping[str, Any] | None = None,
@@ -248,68 +255,89 @@ class LLMJudge(Rubric):
         self.prompt_template = prompt_template
         self.client = client
         self.score_pattern = score_pattern
+        self.default_score = _check_default(default_score)
         self.normalize = normalize
         self.scale = None if scale is None else float(scale)
         self.complete_kwargs = dict(complete_kwargs or {})
         self.last_output: str | None = None
 
+    @property
+    def _client(self) -> LLMClient:
+        """OpenEnv's name for `client`."""
+        return self.client
+
+    @_client.setter
+    def _client(self, client: LLMClient) -> None:
+        self.client = client
+
+    @property
+    def _score_pattern(self) -> re.Pattern[str]:
+        """OpenEnv's compiled pattern, for subclasses that override ``_parse_score`` with it:
+        ``score_pattern``, or OpenEnv's first-number pattern when none is set."""
+        return re.compile(self.score_pattern or _FIRST_NUMBER)
+
+    @_score_pattern.setter
+    def _score_pattern(self, pattern: str | re.Pattern[str]) -> None:
+        self.score_pattern = pattern if isinstance(pattern, str) else pattern.pattern
+
     def render_prompt(self, action: Any, observation: Any) -> str:
         try:
             return self.prompt_template.format(action=action, observation=observation)
         except (KeyError, IndexError, AttributeError, ValueError) as exc:
-            raise JudgeError(
-                f"cannot render the prompt template ({type(exc).__name__}: {exc}); it may use "
-                "only {action} and {observation} -- write literal braces as {{ and }}",
-                cause=exc,
-            ) from exc
+            _add_note(
+                exc,
+                "LLMJudge cannot render its prompt template: it may use only {action} and "
+                "{observation} -- write literal braces as {{ and }}",
+            )
+            raise
+
+    def _render_prompt(self, action: Any, observation: Any) -> str:
+        """OpenEnv's name for `render_prompt` (either may be overridden)."""
+        return self.render_prompt(action, observation)
 
     async def forward(self, action: Any, observation: Any) -> float:
-        prompt = self.render_prompt(action, observation)
+        prompt = self._render_prompt(action, observation)
         self.last_output = None
         try:
             output = await self.client.complete(prompt, **self.complete_kwargs)
         except Exception as exc:
-            raise JudgeError(
-                f"the LLM call failed: {type(exc).__name__}: {exc}", cause=exc
-            ) from exc
+            _add_note(exc, "the LLM judge's model call failed: this is not a score")
+            raise
         if not isinstance(output, str):
             raise JudgeError(f"the LLM client returned {type(output).__name__}, not text")
         self.last_output = output
-        return self.score_output(output)
+        return self._parse_score(output)
+
+    def _parse_score(self, response: str) -> float:
+        """OpenEnv's name for `score_output` (either may be overridden)."""
+        return self.score_output(response)
 
     def score_output(self, output: str) -> float:
-        """Turn one model answer into the judge's score (raises `JudgeError`)."""
+        """Turn one model answer into the judge's score.
+
+        Raises `JudgeError` when the answer holds no score and no ``default_score`` was given.
+        """
         parsed = parse_score(output, self.score_pattern)
-        if parsed is None:
+        if parsed is None or not math.isfinite(parsed.value):
+            if self.default_score is not None:
+                return self.default_score
+            what = "no score" if parsed is None else "a non-finite score"
             raise JudgeError(
-                f"no score found in the judge's answer: {output[:300]!r}", output=output
-            )
-        if not math.isfinite(parsed.value):
-            raise JudgeError(
-                f"non-finite score in the judge's answer: {output[:300]!r}", output=output
+                f"{what} in the judge's answer (pass default_score= to LLMJudge to score such "
+                f"answers instead): {output[:300]!r}",
+                output=output,
             )
         if not self.normalize:
             return parsed.value
-        value = parsed.normalized(self.scale)
-        if value is None:
-            raise JudgeError(
-                f"the judge answered {parsed.value:g} with no scale; pass scale= to LLMJudge "
-                f"(e.g. scale=10) or ask for a score in [0, 1]: {output[:300]!r}",
-                output=output,
-            )
-        if not 0.0 <= value <= 1.0:
-            raise JudgeError(
-                f"the judge's score {parsed.value:g}"
-                + (f"/{parsed.scale:g}" if parsed.scale else "")
-                + f" is outside the expected range: {output[:300]!r}",
-                output=output,
-            )
-        return value
+        scale = parsed.scale if parsed.scale is not None else self.scale
+        value = parsed.value / scale if scale is not None else parsed.value
+        return min(1.0, max(0.0, value))
 
     def own_state_dict(self) -> dict[str, Any]:
         return {
             "prompt_template": self.prompt_template,
             "score_pattern": self.score_pattern,
+            "default_score": self.default_score,
             "normalize": self.normalize,
             "scale": self.scale,
         }
@@ -322,6 +350,8 @@ class LLMJudge(Rubric):
             if pattern is not None:
                 re.compile(pattern)
             self.score_pattern = pattern
+        if "default_score" in state:
+            self.default_score = _check_default(state["default_score"])
         if "normalize" in state:
             self.normalize = bool(state["normalize"])
         if "scale" in state:
@@ -329,3 +359,12 @@ class LLMJudge(Rubric):
 
     def extra_repr(self) -> str:
         return f"client={self.client!r}, normalize={self.normalize}, scale={self.scale}"
+
+
+def _check_default(value: Any) -> float | None:
+    if value is None:
+        return None
+    score = float(value)
+    if not math.isfinite(score):
+        raise ValueError(f"default_score must be a finite number, got {value!r}")
+    return score

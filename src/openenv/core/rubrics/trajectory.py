@@ -5,6 +5,11 @@ A `TrajectoryRubric` records every step it is evaluated on and, when an observat
 step scores ``intermediate_reward``. `compute_step_rewards` then spreads the episode's outcome
 over its steps for credit assignment (training code reads it after the episode).
 
+The kept steps live in the list ``self._trajectory`` (OpenEnv's name, so subclasses written as
+OpenEnv's documentation shows -- ``len(self._trajectory)``,
+``self.score_trajectory(self._trajectory)``, ``self._trajectory = []`` in an own ``reset`` --
+work unchanged).
+
 Memory: by default a step is recorded as the ``(action, observation)`` pair, and all steps of
 the episode are kept. Two independent knobs bound that:
 
@@ -23,7 +28,6 @@ from __future__ import annotations
 import inspect
 import math
 from abc import abstractmethod
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,9 +61,21 @@ class TrajectoryRubric(Rubric):
         super().__init__()
         self.intermediate_reward = float(intermediate_reward)
         self._max_steps = _check_max_steps(max_steps)
-        self._steps: deque[Any] = deque(maxlen=self._max_steps)
-        self._num_steps = 0
-        self._final_score: float | None = None
+        self._trajectory = []
+
+    # -- the kept steps ------------------------------------------------------------------
+
+    @property
+    def _trajectory(self) -> list[Any]:
+        """The kept steps (the list itself, oldest first)."""
+        return self.__dict__["_kept_steps"]
+
+    @_trajectory.setter
+    def _trajectory(self, steps: list[Any]) -> None:
+        # Assigning a new list (OpenEnv subclasses reset this way) starts a new episode.
+        self.__dict__["_kept_steps"] = steps
+        self.__dict__["_dropped_steps"] = 0
+        self.__dict__["_final_score"] = None
 
     # -- configuration -------------------------------------------------------------------
 
@@ -71,7 +87,14 @@ class TrajectoryRubric(Rubric):
     @max_steps.setter
     def max_steps(self, value: int | None) -> None:
         self._max_steps = _check_max_steps(value)
-        self._steps = deque(self._steps, maxlen=self._max_steps)
+        self._trim()
+
+    def _trim(self) -> None:
+        steps = self._trajectory
+        if self._max_steps is not None and len(steps) > self._max_steps:
+            excess = len(steps) - self._max_steps
+            del steps[:excess]
+            self.__dict__["_dropped_steps"] += excess
 
     # -- recording -----------------------------------------------------------------------
 
@@ -86,12 +109,12 @@ class TrajectoryRubric(Rubric):
     @property
     def trajectory(self) -> list[Any]:
         """A copy of the kept steps, oldest first."""
-        return list(self._steps)
+        return list(self._trajectory)
 
     @property
     def num_steps(self) -> int:
         """Steps seen in this episode, including ones dropped because of ``max_steps``."""
-        return self._num_steps
+        return self.__dict__["_dropped_steps"] + len(self._trajectory)
 
     @property
     def final_score(self) -> float | None:
@@ -116,8 +139,8 @@ class TrajectoryRubric(Rubric):
         return super()._forward_is_async() or is_async_callable(self.score_trajectory)
 
     def forward(self, action: Any, observation: Any) -> Any:
-        self._steps.append(self.record(action, observation))
-        self._num_steps += 1
+        self._trajectory.append(self.record(action, observation))
+        self._trim()
         if not _is_done(observation):
             return self.intermediate_reward
         result = self.score_trajectory(self.trajectory)
@@ -136,9 +159,7 @@ class TrajectoryRubric(Rubric):
         return self._finish(await result)
 
     def reset(self) -> None:
-        self._steps.clear()
-        self._num_steps = 0
-        self._final_score = None
+        self._trajectory = []
         super().reset()
 
     # -- state ---------------------------------------------------------------------------
@@ -182,14 +203,14 @@ class ExponentialDiscountingTrajectoryRubric(TrajectoryRubric):
     def compute_step_rewards(self) -> list[float]:
         """Discounted rewards for every step; [] before any step. Raises RuntimeError while
         the episode is still running (its outcome is not known yet)."""
-        if self._num_steps == 0:
+        if self.num_steps == 0:
             return []
         if self._final_score is None:
             raise RuntimeError(
                 "compute_step_rewards() needs a finished episode: no observation with "
                 "done=True has been scored since the last reset()"
             )
-        total = self._num_steps
+        total = self.num_steps
         return [self._final_score * self.gamma ** (total - 1 - t) for t in range(total)]
 
     def own_state_dict(self) -> dict[str, Any]:
