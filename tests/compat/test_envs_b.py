@@ -56,9 +56,13 @@ def test_textarena_wordle_with_openenv_fields(results: dict[str, Any]) -> None:
     openenv_fields = {"prompt", "messages", "current_player_id", "legal_players", "info"}
     assert openenv_fields <= set(out["reset"]["keys"])
     assert out["reset"]["reward"] == 0.0 and out["reset"]["done"] is False
-    first = out["reset"]["observation"]["messages"][0]
-    assert {"sender_id", "content", "category"} <= set(first)
-    assert (first["sender_id"], first["category"]) == (-1, "PROMPT")
+    # as OpenEnv's Wordle server: one game message holding the transcript, which only grows
+    reset_messages = out["reset"]["observation"]["messages"]
+    assert len(reset_messages) == 1 and {"sender_id", "content", "category"} <= set(
+        reset_messages[0]
+    )
+    assert (reset_messages[0]["sender_id"], reset_messages[0]["category"]) == (-1, "MESSAGE")
+    assert reset_messages[0]["content"].startswith("\n[GAME] ")
     steps, last = out["steps"], out["last_observation"]
     assert steps[-1]["done"] and all(not s["done"] for s in steps[:-1])
     assert all(s["reward"] == 0.0 for s in steps[:-1])
@@ -70,7 +74,8 @@ def test_textarena_wordle_with_openenv_fields(results: dict[str, Any]) -> None:
     assert steps[-1]["reward"] == expected
     signals = last["info"]["reward_signals"]
     assert signals["wordle.correct"] == expected and signals["wordle.repetitions"] == 1.0
-    assert any("Feedback:" in m["content"] for m in last["messages"])
+    transcript = last["messages"][0]["content"]
+    assert transcript.startswith(reset_messages[0]["content"]) and "\nFeedback:\n" in transcript
     assert last["legal_players"] == [0] and last["current_player_id"] == 0
     state = out["state"]
     assert state["env_id"] == "Wordle-v0" and state["num_players"] == 1

@@ -58,8 +58,12 @@ def test_quick_start_plays_wordle(server: str) -> None:
         env.close()
     obs = result.observation
     assert any("Feedback:" in text for text in seen)
-    assert [m.category for m in obs.messages[:3]] == ["PROMPT", "PLAYER_ACTION", "GAME_MESSAGE"]
-    assert obs.messages[0].sender_id == -1 and obs.messages[1].sender_id == 0
+    # OpenEnv's messages: one game message holding the whole transcript
+    assert len(obs.messages) == 1 and obs.messages[0].sender_id == -1
+    assert obs.messages[0].content.startswith("\n[GAME] ") and "\n[Player 0] [crane]" in seen[-1]
+    kinds = [m.category for m in obs.conversation[:3]]
+    assert kinds == ["PROMPT", "PLAYER_ACTION", "GAME_MESSAGE"]
+    assert obs.conversation[0].sender_id == -1 and obs.conversation[1].sender_id == 0
     assert obs.current_player_id == 0 and obs.legal_players == [0]
     signals = obs.info["reward_signals"]
     assert set(signals) == {
@@ -132,3 +136,46 @@ def test_messages_built_the_openenv_way_get_a_role() -> None:
     move = TextArenaMessage(sender_id=0, content="[crane]", category="PLAYER_ACTION")
     game = TextArenaMessage(sender_id=-1, content="Feedback: ...", category="GAME_MESSAGE")
     assert (move.role, game.role) == ("assistant", "user")
+
+
+class TrainerWordle:
+    """A Wordle tool as trainer code written for OpenEnv's Wordle server wraps it (the pattern
+    of TRL's GRPO Wordle examples): the transcript in `messages[0].content` only grows, so each
+    guess returns the text appended since the previous one."""
+
+    def __init__(self, url: str) -> None:
+        from textarena_env import TextArenaEnv
+
+        self.client = TextArenaEnv(base_url=url).sync()
+
+    def reset(self) -> str:
+        result = self.client.reset()
+        self.seen = result.observation.messages[0].content
+        self.reward, self.done = 0.0, False
+        return self.seen
+
+    def guess(self, word: str) -> str:
+        from textarena_env import TextArenaAction
+
+        result = self.client.step(TextArenaAction(message=word))
+        full = result.observation.messages[0].content
+        new, self.seen = full[len(self.seen) :], full
+        invalid = "You attempted an invalid move" in new
+        self.reward = 0.0 if invalid else result.reward
+        self.done = result.done
+        return new
+
+
+def test_trainer_code_reads_new_feedback_from_the_growing_transcript(server: str) -> None:
+    game = TrainerWordle(server)
+    try:
+        assert "Wordle" in game.reset()
+        reply = game.guess("[crane]")
+        assert reply.startswith("\n[Player 0] [crane]\n[GAME] You submitted [crane].\nFeedback:")
+        assert "You have 5 guesses left." in reply and "Wordle" not in reply
+        reply = game.guess("[crane]")  # a repeat: forgiven once, with a warning
+        assert "You attempted an invalid move" in reply and not game.done
+        reply = game.guess("[slate]")
+        assert "[slate]" in reply and "Feedback:" in reply and "crane" not in reply
+    finally:
+        game.client.close()

@@ -62,7 +62,7 @@ def test_invalid_moves_follow_textarena_rules() -> None:
     assert first.info["guesses"] == ["crane"] and not first.done
     warned = env.step(TextArenaAction(message="[cran]"))
     assert not warned.done and warned.reward == 0.0 and "invalid move" in warned.prompt
-    assert warned.messages[-1].category == "GAME_ADMIN" and warned.info["guesses_left"] == 5
+    assert warned.conversation[-1].category == "GAME_ADMIN" and warned.info["guesses_left"] == 5
     ok = env.step(TextArenaAction(message="[about]"))  # a valid move clears the warning
     assert not ok.done and env.state.turn == 2 and env.state.step_count == 3
     env.step(TextArenaAction(message="[about]"))  # a repeat is invalid: warned
@@ -77,7 +77,7 @@ async def test_plays_wordle_over_the_wire(server: str) -> None:
     async with TextArenaEnv(base_url=server) as env:
         result = await env.reset(env_id="Wordle-v0", seed=7)
         assert "Wordle" in result.observation.prompt
-        assert result.observation.messages[0].role == "user"
+        assert result.observation.conversation[0].role == "user"
         history: list[tuple[str, str]] = []
         total = 0.0
         while not result.done:
@@ -88,7 +88,7 @@ async def test_plays_wordle_over_the_wire(server: str) -> None:
         assert result.observation.info["solved"]
         assert total == 1.0
         assert result.observation.rewards == {0: 1.0}
-        assert result.observation.messages[1].role == "assistant"
+        assert result.observation.conversation[1].role == "assistant"
         state = await env.state()
         assert state.backend == "builtin" and state.total_reward == 1.0
         # same seed, same word

@@ -51,13 +51,19 @@ class TextArenaMessage(BaseModel):
 class TextArenaObservation(Observation):
     #: the text the current player sees now (the rules after reset, then the game's reply)
     prompt: str = ""
-    #: the conversation so far (ready for a chat template through `role`/`content`)
+    #: as OpenEnv's server sends it with TextArena's text wrapper: one message from the game
+    #: (`sender_id` -1, category `MESSAGE`) whose content is the whole transcript so far, each
+    #: entry on a line of its own as `[GAME] ...` or `[Player 0] ...`; it only grows, so the new
+    #: text of a step is what follows the previous content
     messages: list[TextArenaMessage] = Field(default_factory=list)
     current_player_id: int = 0
     #: the players of the game (TextArena's role mapping)
     legal_players: list[int] = Field(default_factory=list)
     #: game-specific details, e.g. Wordle's feedback, guesses left and `reward_signals`
     info: dict[str, Any] = Field(default_factory=dict)
+    #: the same conversation, one message per entry (the rules, each move, each reply), with its
+    #: `category` and chat `role` (ready for a chat template)
+    conversation: list[TextArenaMessage] = Field(default_factory=list)
     env_id: str = ""
     #: final reward per player id (empty until the game is over)
     rewards: dict[int, float] = Field(default_factory=dict)

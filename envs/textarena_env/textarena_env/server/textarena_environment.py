@@ -115,7 +115,8 @@ class TextArenaEnvironment(Environment[TextArenaAction, TextArenaObservation, Te
         st.raw_state = self._snapshot()
         return TextArenaObservation(
             prompt=self._prompt,
-            messages=list(self._messages),
+            messages=[TextArenaMessage(sender_id=GAME_ID, content=self._transcript())],
+            conversation=list(self._messages),
             current_player_id=st.current_player_id,
             legal_players=list(range(st.num_players)),
             info=info or {},
@@ -123,6 +124,14 @@ class TextArenaEnvironment(Environment[TextArenaAction, TextArenaObservation, Te
             rewards=dict(st.rewards),
             done=st.done,
             reward=reward,
+        )
+
+    def _transcript(self) -> str:
+        """The conversation as one text, the way TextArena's text wrapper renders it (and so
+        OpenEnv's `messages[0].content`): `\n[GAME] ...` / `\n[Player 0] ...` per entry."""
+        return "".join(
+            f"\n[{'GAME' if m.sender_id == GAME_ID else f'Player {m.sender_id}'}] {m.content}"
+            for m in self._messages
         )
 
     def _snapshot(self) -> dict[str, Any]:
