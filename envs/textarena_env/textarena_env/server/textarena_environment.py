@@ -95,6 +95,8 @@ class TextArenaEnvironment(Environment[TextArenaAction, TextArenaObservation, Te
         self._wordle: Wordle | None = None
         self._ta: Any = None
         self._messages: list[TextArenaMessage] = []
+        self._ta_seen: dict[int, str] = {}
+        self._ta_text = ""
         self._prompt = ""
         self._errors = 0
         self._reject_invalid = False
@@ -115,7 +117,7 @@ class TextArenaEnvironment(Environment[TextArenaAction, TextArenaObservation, Te
         st.raw_state = self._snapshot()
         return TextArenaObservation(
             prompt=self._prompt,
-            messages=[TextArenaMessage(sender_id=GAME_ID, content=self._transcript())],
+            messages=[TextArenaMessage(sender_id=GAME_ID, content=self._full_text())],
             conversation=list(self._messages),
             current_player_id=st.current_player_id,
             legal_players=list(range(st.num_players)),
@@ -125,6 +127,11 @@ class TextArenaEnvironment(Environment[TextArenaAction, TextArenaObservation, Te
             done=st.done,
             reward=reward,
         )
+
+    def _full_text(self) -> str:
+        if self._state.backend == "textarena":
+            return self._ta_text
+        return self._transcript()
 
     def _transcript(self) -> str:
         """The conversation as one text, the way TextArena's text wrapper renders it (and so
@@ -204,12 +211,20 @@ class TextArenaEnvironment(Environment[TextArenaAction, TextArenaObservation, Te
         self._ta = game
 
     def _textarena_prompt(self, category: str) -> None:
+        """Read the current player's view. TextArena's text wrapper gives the player's whole
+        transcript each time: it is `messages[0]` as it is, and only its new part joins the
+        conversation."""
         player_id, observation = self._ta.get_observation()
         if not isinstance(observation, str):  # newer versions: a list of (sender, text, kind)
-            observation = "\n".join(str(part[1]) for part in observation)
-        self._state.current_player_id = int(player_id)
+            observation = "".join(f"\n{part[1]}" for part in observation)
+        player_id = int(player_id)
+        seen = self._ta_seen.get(player_id, "")
+        new = observation[len(seen) :] if observation.startswith(seen) else observation
+        self._ta_seen[player_id] = observation
+        self._ta_text = observation
+        self._state.current_player_id = player_id
         self._prompt = observation
-        self._say(observation, category)
+        self._say(new.strip(), category)
 
     def _wordle_options(self, max_guesses: int | None) -> int:
         """The number of guesses: `reset(max_guesses=...)`, else TextArena's `num_guesses`
@@ -239,6 +254,8 @@ class TextArenaEnvironment(Environment[TextArenaAction, TextArenaObservation, Te
         env_id = env_id or self._default_id
         self._close_textarena()
         self._messages = []
+        self._ta_seen: dict[int, str] = {}
+        self._ta_text = ""
         self._wordle = None
         self._errors = 0
         self._seen_guesses = {}
@@ -290,6 +307,7 @@ class TextArenaEnvironment(Environment[TextArenaAction, TextArenaObservation, Te
             info["game_info"] = {str(k): v for k, v in _json_safe(game_info or {}).items()}
             self._prompt = str(info["game_info"].get(str(actor), {}).get("reason", "game over"))
             self._say(self._prompt, "GAME_MESSAGE")
+            self._ta_text += f"\n[GAME] {self._prompt}"
         else:
             self._textarena_prompt("GAME_MESSAGE")
         st.total_reward += reward
