@@ -179,3 +179,22 @@ def test_trainer_code_reads_new_feedback_from_the_growing_transcript(server: str
         assert "[slate]" in reply and "Feedback:" in reply and "crane" not in reply
     finally:
         game.client.close()
+
+
+def test_client_side_reward_providers_match_the_servers_signals(server: str) -> None:
+    from textarena_env import TextArenaAction, TextArenaEnv, build_reward_providers
+
+    providers = build_reward_providers("Wordle-v0")
+    assert len(providers) == 1 and build_reward_providers("GuessTheNumber-v0") == []
+    with TextArenaEnv(base_url=server).sync() as env:
+        env.reset(seed=3)
+        for provider in providers:
+            provider.reset()
+        for message in ("[crane]", "I say [slate]", "[slate]"):
+            action = TextArenaAction(message=message)
+            result = env.step(action)
+            signals: dict[str, float] = {}
+            for provider in providers:
+                signals.update(provider.compute(action=action, observation=result.observation))
+            assert signals == result.observation.info["reward_signals"]
+    assert signals["wordle.repetitions"] == 0.0  # the third message repeats the second guess
