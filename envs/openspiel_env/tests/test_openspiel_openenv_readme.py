@@ -97,3 +97,29 @@ def test_direct_environment_testing() -> None:
     obs = env.step(OpenSpielAction(action_id=0))
     assert obs.done is False and obs.reward == 0.0
     assert env.state.game_name == "catch" and env.state.opponent_policy == "random"
+
+
+def test_models_accept_what_openenvs_client_builds() -> None:
+    """OpenEnv's client builds the models field by field from the payload; ours take the same."""
+    from openspiel_env.models import OpenSpielObservation, OpenSpielState
+
+    obs = OpenSpielObservation(
+        info_state=[0.0, 1.0],
+        legal_actions=[0, 1],
+        game_phase="playing",
+        current_player_id=0,
+        opponent_last_action=None,
+        done=False,
+        reward=None,
+        metadata={},
+    )
+    state = OpenSpielState(
+        episode_id="e",
+        step_count=0,
+        game_name="catch",
+        agent_player=0,
+        opponent_policy="random",
+        game_params={},
+        num_players=1,
+    )
+    assert obs.info_state == [0.0, 1.0] and state.game_name == "catch"

@@ -129,3 +129,22 @@ def test_reward_dict_and_filling_the_board_wins() -> None:
     while not obs.done:
         obs = env.step(SnakeAction(action=0))
     assert obs.reward == pytest.approx(-5.0) and obs.episode_score == pytest.approx(-5.0)
+
+
+def test_models_accept_what_openenvs_client_builds() -> None:
+    """OpenEnv's client builds the observation field by field from the payload."""
+    from snake_env import SnakeObservation
+
+    obs = SnakeObservation(
+        grid=[[2, 2], [2, 2]],
+        observation=[[[0.0] * 8] * 2] * 2,
+        episode_score=0.0,
+        episode_steps=0,
+        episode_fruits=0,
+        episode_kills=0,
+        alive=True,
+        done=False,
+        reward=None,
+        metadata={},
+    )
+    assert obs.grid[0] == [2, 2] and obs.alive

@@ -198,3 +198,31 @@ def test_client_side_reward_providers_match_the_servers_signals(server: str) -> 
                 signals.update(provider.compute(action=action, observation=result.observation))
             assert signals == result.observation.info["reward_signals"]
     assert signals["wordle.repetitions"] == 0.0  # the third message repeats the second guess
+
+
+def test_models_accept_what_openenvs_client_builds() -> None:
+    """OpenEnv's client builds the observation and state field by field from the payload."""
+    from textarena_env import TextArenaMessage, TextArenaObservation, TextArenaState
+
+    obs = TextArenaObservation(
+        prompt="p",
+        messages=[TextArenaMessage(sender_id=-1, content="c", category="MESSAGE")],
+        current_player_id=0,
+        legal_players=[0],
+        info={},
+        reward=None,
+        done=False,
+        metadata={},
+    )
+    state = TextArenaState(
+        episode_id="e",
+        step_count=0,
+        env_id="Wordle-v0",
+        num_players=1,
+        max_turns=None,
+        turn=0,
+        last_reward=0.0,
+        last_info={},
+        raw_state={},
+    )
+    assert obs.messages[0].role == "user" and state.turn == 0
