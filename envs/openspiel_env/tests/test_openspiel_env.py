@@ -87,7 +87,9 @@ async def test_random_episode_to_the_end(server: str, game: str) -> None:
         for n in first.observation_tensor_shape:
             size *= n
         assert len(first.observation_tensor) == size
-        assert first.info_state is not None or first.observation_string is not None
+        assert first.info_state_string is not None or first.observation_string is not None
+        assert first.game_phase == "initial" and last.game_phase == "terminal"
+        assert first.info_state and last.current_player_id == last.current_player
 
 
 async def test_seeded_resets_are_deterministic(server: str) -> None:
@@ -148,7 +150,8 @@ async def test_server_default_game_from_env_var(kuhn_server: str) -> None:
         obs = result.observation
         assert obs.game == "kuhn_poker" and obs.legal_action_names == ["Pass", "Bet"]
         assert obs.state_string == ""  # the opponent's card stays hidden
-        assert obs.info_state is not None and len(obs.observation_tensor) == 7
+        assert obs.info_state_string is not None and len(obs.observation_tensor) == 7
+        assert len(obs.info_state) == 11  # OpenEnv's info_state: the information-state tensor
         result = await env.step(OpenSpielAction(action_id=1))  # bet
         assert result.observation.other_actions[0]["player"] == 1
         while not result.done:

@@ -31,7 +31,7 @@ def test_passes_the_environment_checker_with_generated_actions() -> None:
 
 def _greedy(obs: SnakeObservation) -> str:
     """A safe direction toward the fruit (avoiding walls and the body, tail excepted)."""
-    body = {(r, c) for r, row in enumerate(obs.grid) for c, ch in enumerate(row) if ch in "Ho"}
+    body = {(r, c) for r, row in enumerate(obs.board) for c, ch in enumerate(row) if ch in "Ho#"}
     head = tuple(obs.head)
     best, best_distance = obs.direction, None
     for name, (dr, dc) in DELTAS.items():
@@ -49,18 +49,22 @@ async def test_eating_fruit(server: str) -> None:
         result = await env.reset(seed=5)
         obs = result.observation
         assert obs.length == 3 and obs.score == 0 and obs.direction == "RIGHT"
-        assert len(obs.grid) == 10 and all(len(row) == 10 for row in obs.grid)
-        assert "".join(obs.grid).count("*") == 1 and "".join(obs.grid).count("H") == 1
+        assert len(obs.grid) == 20 and all(len(row) == 20 for row in obs.grid)
+        assert "".join(obs.board).count("*") == 1 and "".join(obs.board).count("H") == 1
+        assert obs.board[0] == "#" * 20 and obs.grid[0] == [2] * 20  # the wall
+        assert result.reward == 0.0 and obs.alive
         for _ in range(200):
             before = result.observation
             result = await env.step(SnakeAction(direction=_greedy(before)))
             obs = result.observation
             if obs.score > before.score:
-                assert result.reward == pytest.approx(1.0)
+                assert result.reward == pytest.approx(1.001)  # fruit + time alive
                 assert obs.event == "fruit" and obs.length == before.length + 1
+                assert obs.episode_fruits == obs.score
             else:
-                assert result.reward == pytest.approx(-0.01)
+                assert result.reward == pytest.approx(0.001)
                 assert obs.length == before.length
+            assert obs.episode_steps == before.episode_steps + 1
             if obs.score >= 4 or result.done:
                 break
         assert obs.score >= 4 and not result.done
@@ -71,16 +75,17 @@ async def test_eating_fruit(server: str) -> None:
 
 async def test_hitting_the_wall_ends_the_episode(server: str) -> None:
     async with SnakeEnv(base_url=server) as env:
-        result = await env.reset(seed=0)
-        assert result.observation.head == [5, 5]
+        result = await env.reset(seed=0, width=12, height=12)
+        assert result.observation.head == [6, 6]
         rewards = []
         while not result.done:
             result = await env.step(SnakeAction(action=0))
             rewards.append(result.reward)
-        # From (5, 5) heading right: four moves to the last column, then the wall.
+        # From (6, 6) heading right: four moves to column 10, then the wall in column 11.
         assert len(rewards) == 5 and rewards[-1] == pytest.approx(-1.0)
-        assert all(r == pytest.approx(-0.01) or r == pytest.approx(1.0) for r in rewards[:-1])
-        assert result.observation.event == "death"
+        assert all(r == pytest.approx(0.001) or r == pytest.approx(1.001) for r in rewards[:-1])
+        assert result.observation.event == "death" and not result.observation.alive
+        assert result.observation.episode_score == pytest.approx(sum(rewards))
         state = await env.state()
         assert not state.alive
 
@@ -107,6 +112,7 @@ async def test_fruit_placement_is_seeded(server: str) -> None:
         assert len({tuple(f) for f in fruits}) > 1
         small = await env.reset(seed=1, width=6, height=4)
         assert len(small.observation.grid) == 4 and len(small.observation.grid[0]) == 6
+        assert len(small.observation.observation[0][0]) == 8
 
 
 def test_biting_itself_ends_the_episode() -> None:
