@@ -168,11 +168,11 @@ class JsonRpcResponse(BaseModel):
             out["result"] = self.result
         return out
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         """The wire form (`to_wire`); pydantic's options do not apply to it."""
         return self.to_wire()
 
-    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+    def model_dump_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_wire())
 
 
