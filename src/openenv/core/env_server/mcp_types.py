@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_serializer
 
 from ..protocol import WSMCPMessage, WSMCPResponse
 from .types import Action, Observation
@@ -27,6 +28,7 @@ __all__ = [
     "ToolErrorType",
     "WSMCPMessage",
     "WSMCPResponse",
+    "call_tool_result_wire",
     "rpc_error",
     "rpc_result",
 ]
@@ -73,10 +75,43 @@ class ListToolsObservation(Observation):
     tools: list[Tool]
 
 
+def call_tool_result_wire(result: Any) -> dict[str, Any]:
+    """A tool result (fastmcp's `CallToolResult` or any object with its fields) as OpenEnv's wire
+    carries it: snake case, content blocks as JSON, `data` the tool's value."""
+    return {
+        "content": [
+            block.model_dump(mode="json") if isinstance(block, BaseModel) else block
+            for block in getattr(result, "content", None) or []
+        ],
+        "structured_content": getattr(result, "structured_content", None),
+        "meta": getattr(result, "meta", None),
+        "data": getattr(result, "data", None),
+        "is_error": bool(getattr(result, "is_error", False)),
+    }
+
+
+def _is_call_tool_result(value: Any) -> bool:
+    return (
+        dataclasses.is_dataclass(value)
+        and not isinstance(value, type)
+        and hasattr(value, "structured_content")
+        and hasattr(value, "is_error")
+    )
+
+
 class CallToolObservation(Observation):
+    """A tool call's outcome. In process `result` is fastmcp's `CallToolResult` (its `.data` is
+    the tool's value); on the wire it is that result's fields as a JSON object."""
+
     tool_name: str
     result: Any = None
     error: ToolError | None = None
+
+    @field_serializer("result", mode="wrap")
+    def _result_on_the_wire(self, value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+        if _is_call_tool_result(value):
+            return call_tool_result_wire(value)
+        return handler(value)
 
 
 class McpMethod(str, Enum):
