@@ -141,6 +141,20 @@ def tools() -> dict[str, Any]:
                 CounterEnvironment.__new__(CounterEnvironment), mcp
             )
         )
+    adder = FastMCP("adder")
+
+    @adder.tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    coder = CounterEnvironment.__new__(CounterEnvironment)
+    MCPEnvironment.__init__(coder, adder)
+    out["supports_code_mode"] = coder.supports_code_mode
+    out["callables"] = sorted(coder.get_callables())
+    out["code_result"] = coder.execute_code("result = add(2, 3)").model_dump()
+    out["code_syntax_error"] = coder.execute_code("result = (").model_dump()
+    out["code_error"] = coder.execute_code("result = add(1)").model_dump()
+
     env = CounterEnvironment()
 
     def reset() -> str:

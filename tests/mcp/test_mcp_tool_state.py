@@ -192,3 +192,23 @@ async def test_http_step_reply_carries_the_result_as_before(counter_server):
         "data": "1",
         "is_error": False,
     }
+
+
+# -- code mode (OpenEnv's CodeAct helpers) ----------------------------------------------------
+
+
+def test_code_mode_runs_python_with_the_tools_as_functions():
+    mcp = counter_tools()
+
+    @mcp.tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    env = CounterEnvironment.__new__(CounterEnvironment)
+    MCPEnvironment.__init__(env, mcp)
+    assert env.supports_code_mode
+    assert sorted(env.get_callables()) == ["add", "bump"]
+    assert env.execute_code("result = add(2, 3) * 2").metadata == {"result": 10}
+    failed = env.execute_code("result = add(1)")
+    assert "missing 1 required positional argument" in failed.metadata["error"]
+    assert env.execute_code("result = (").metadata["error"].startswith("Syntax error: ")

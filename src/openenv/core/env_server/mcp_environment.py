@@ -322,5 +322,38 @@ class MCPEnvironment(Environment):
             f"not {type(action).__name__}"
         )
 
+    # -- code mode (OpenEnv's CodeAct helpers) ------------------------------------------------
+
+    @property
+    def supports_code_mode(self) -> bool:
+        return True
+
+    def get_callables(self) -> dict[str, Callable[..., Any]]:
+        """The functions behind the tools available now, by tool name (for agents that write
+        Python calling tools directly)."""
+        found = {
+            t.name: t.fn
+            for t in run_coroutine_sync(self._server_tools())
+            if callable(getattr(t, "fn", None))
+        }
+        for tool_name, by_mode in self._mode_tools.items():
+            made = by_mode.get(self._mode or "")
+            if made is not None and tool_name not in found:
+                found[tool_name] = made.fn
+        return found
+
+    def execute_code(self, code: str) -> Observation:
+        """Run `code` with the tools as functions; the value the code assigns to `result` is
+        returned in `metadata["result"]`, a failure as `metadata["error"]` (as OpenEnv does)."""
+        namespace: dict[str, Any] = dict(self.get_callables())
+        assigned: dict[str, Any] = {}
+        try:
+            exec(code, namespace, assigned)
+        except SyntaxError as exc:
+            return Observation(done=False, reward=0.0, metadata={"error": f"Syntax error: {exc}"})
+        except Exception as exc:
+            return Observation(done=False, reward=0.0, metadata={"error": str(exc)})
+        return Observation(done=False, reward=0.0, metadata={"result": assigned.get("result")})
+
     def close(self) -> None:
         self.mcp_server = None  # type: ignore[assignment]
