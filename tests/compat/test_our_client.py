@@ -168,8 +168,10 @@ async def test_mcp_tool_client_from_core(url: str) -> None:
 
 
 async def test_mcp_tool_client_simulation_mode_uses_steps(url: str) -> None:
-    """Our simulation mode (tools as Gym steps over /ws) also works against OpenEnv's server."""
-    async with MCPToolClient(base_url=url, mode="simulation") as env:
+    """Tools as Gym steps over /ws (`use_production_mode = False`) work on OpenEnv's server."""
+    env = MCPToolClient(base_url=url)
+    env.use_production_mode = False  # tools as Gym steps over /ws
+    async with env:
         assert env.use_production_mode is False
         await env.reset()
         assert sorted(t.name for t in await env.list_tools()) == TOOLS

@@ -38,7 +38,9 @@ def _rpc(method: str, params: dict[str, Any] | None = None, rid: int = 1) -> dic
 async def test_step_list_and_call_over_ws(moded):
     mode, server = moded
     own, other, fetched, searched = MODES[mode]
-    async with MCPToolClient(base_url=server.url, mode="simulation") as client:
+    client = MCPToolClient(base_url=server.url)
+    client.use_production_mode = False  # tools as Gym steps over /ws
+    async with client:
         await client.reset()
         listed = await client.step(ListToolsAction())
         names = {t.name for t in listed.observation.tools}
@@ -128,13 +130,15 @@ async def test_mcp_over_ws_paths(moded):
         assert json.loads(await ws.recv())["result"]["data"] == fetched
 
 
-async def test_mcp_tool_client_in_both_client_modes(moded):
+async def test_mcp_tool_client_over_both_transports(moded):
     mode, server = moded
     own, other, fetched, searched = MODES[mode]
-    for client_mode in ("production", "simulation"):
-        async with MCPToolClient(base_url=server.url, mode=client_mode) as client:
+    for over_http in (True, False):  # tools over HTTP /mcp, then as Gym steps over /ws
+        client = MCPToolClient(base_url=server.url)
+        client.use_production_mode = over_http
+        async with client:
             names = {t.name for t in await client.list_tools(use_cache=False)}
-            assert names == {"ping", own, "fetch"}, client_mode
+            assert names == {"ping", own, "fetch"}, over_http
             assert await client.call_tool(own, query="q") == searched
             assert await client.call_tool("fetch", item="item") == fetched
             with pytest.raises(ToolCallError) as info:

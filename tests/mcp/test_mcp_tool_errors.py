@@ -33,7 +33,9 @@ IDS = [f"{name}-{kind}-{i}" for i, (name, _, kind) in enumerate(CASES)]
 
 @pytest.mark.parametrize(("tool", "arguments", "error_type"), CASES, ids=IDS)
 async def test_error_type_via_step(tools_server, tool, arguments, error_type):
-    async with MCPToolClient(base_url=tools_server.url, mode="simulation") as client:
+    client = MCPToolClient(base_url=tools_server.url)
+    client.use_production_mode = False  # tools as Gym steps over /ws
+    async with client:
         await client.reset()
         result = await client.step(CallToolAction(tool_name=tool, arguments=arguments))
         obs = result.observation
@@ -76,7 +78,9 @@ async def test_error_type_via_call_tool_production(tools_server, tool, arguments
 
 
 async def test_error_type_via_call_tool_simulation(tools_server):
-    async with MCPToolClient(base_url=tools_server.url, mode="simulation") as client:
+    client = MCPToolClient(base_url=tools_server.url)
+    client.use_production_mode = False  # tools as Gym steps over /ws
+    async with client:
         for tool, arguments, error_type in CASES:
             with pytest.raises(ToolCallError) as info:
                 await client.call_tool(tool, **arguments)
@@ -96,7 +100,9 @@ async def test_error_type_via_stock_mcp_client(tools_server):
 
 
 async def test_timeout_is_bounded_by_the_tool_timeout(tools_server):
-    async with MCPToolClient(base_url=tools_server.url, mode="simulation") as client:
+    client = MCPToolClient(base_url=tools_server.url)
+    client.use_production_mode = False  # tools as Gym steps over /ws
+    async with client:
         await client.reset()
         # A call that is not cut off at 0.3 s outlasts the client's own message timeout.
         slow = CallToolAction(tool_name="slow", arguments={"seconds": 600})

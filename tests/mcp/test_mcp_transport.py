@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 
 from openenv.core.mcp_client import MCPToolClient
 
@@ -41,7 +42,9 @@ async def test_the_log_sees_both_transports(logged_server):
     await _clear(url)
     async with httpx.AsyncClient(timeout=5) as http:
         await http.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    async with MCPToolClient(base_url=url, mode="simulation") as client:
+    client = MCPToolClient(base_url=url)
+    client.use_production_mode = False  # tools as Gym steps over /ws
+    async with client:
         await client.reset()
     log = await _log(url)
     assert _mcp_posts(log) == ["tools/list"]
@@ -81,7 +84,9 @@ async def test_production_calls_tools_over_http_mcp(logged_server):
 
 async def test_simulation_calls_tools_as_ws_steps(logged_server):
     url = logged_server.url
-    async with MCPToolClient(base_url=url, mode="simulation") as client:
+    client = MCPToolClient(base_url=url)
+    client.use_production_mode = False  # tools as Gym steps over /ws
+    async with client:
         await client.reset()
         await _clear(url)
 
@@ -109,7 +114,9 @@ async def test_simulation_calls_tools_as_ws_steps(logged_server):
 async def test_simulation_client_never_touches_http_mcp(logged_server):
     url = logged_server.url
     await _clear(url)
-    async with MCPToolClient(base_url=url, mode="simulation") as client:
+    client = MCPToolClient(base_url=url)
+    client.use_production_mode = False  # tools as Gym steps over /ws
+    async with client:
         await client.call_tool("echo_message", message="x")
     log = await _log(url)
     assert not [r for r in log if r["scope"] == "http" and r["path"] == "/mcp"]
@@ -127,14 +134,32 @@ async def test_client_mode_default_and_environment_variable(logged_server, monke
         assert _mcp_posts(log) == ["tools/call"]
         assert not _ws_frames(log)
 
+    # As in OpenEnv, the variable names the mode of Gym clients; an MCP client stays in production.
     monkeypatch.setenv("OPENENV_CLIENT_MODE", "simulation")
     async with MCPToolClient(base_url=url) as client:
-        assert client.mode == "simulation"
+        assert client.mode == "production"
         await _clear(url)
         assert await client.call_tool("echo_message", message="env") == "env"
+        assert _mcp_posts(await _log(url)) == ["tools/call"]
+
+        # The seed FAQ's workaround sets the flag by hand; it switches the transport at once.
+        client.use_production_mode = False
+        await _clear(url)
+        assert await client.call_tool("echo_message", message="ws") == "ws"
         log = await _log(url)
         assert not _mcp_posts(log)
         assert [(f["type"], f.get("action")) for f in _ws_frames(log)] == [("step", "call_tool")]
+        client.use_production_mode = True
+        await _clear(url)
+        assert await client.call_tool("echo_message", message="back") == "back"
+        assert _mcp_posts(await _log(url)) == ["tools/call"]
+
+
+@pytest.mark.parametrize("mode", ["simulation", "Simulation", "bogus"])
+def test_mcp_clients_refuse_any_mode_but_production(mode):
+    with pytest.raises(ValueError, match="GenericEnvClient"):
+        MCPToolClient(base_url="http://127.0.0.1:9", mode=mode)
+    assert MCPToolClient(base_url="http://127.0.0.1:9", mode="PRODUCTION").use_production_mode
 
 
 async def test_production_session_is_closed_with_the_client(logged_server):

@@ -9,5 +9,5 @@ class EchoEnv(MCPToolClient):
     """Client for the echo environment.
 
     `step(CallToolAction(...))` works in any mode; `call_tool("echo_message", message=...)` uses
-    HTTP `/mcp` in production mode (the default) and a Gym step in simulation mode.
+    HTTP `/mcp` by default and a Gym step over `/ws` after `use_production_mode = False`.
     """

@@ -1,9 +1,11 @@
 """Clients for MCP tool environments.
 
-`mode="production"` (the default, as in OpenEnv): tools are listed and called with JSON-RPC over
-HTTP `/mcp` in a server session (`openenv/session/create`); reset/step/state go over `/ws`
-attached to that same session. `mode="simulation"`: tools are listed and called as Gym steps
-(`ListToolsAction` / `CallToolAction`) over `/ws`, so they count as steps and carry rewards.
+By default (`use_production_mode` true) tools are listed and called with JSON-RPC over HTTP
+`/mcp` in a server session (`openenv/session/create`), and reset/step/state go over `/ws`
+attached to that same session. With `client.use_production_mode = False` tools are listed and
+called as Gym steps (`ListToolsAction` / `CallToolAction`) over `/ws`, so they count as steps and
+carry rewards. As in OpenEnv, `mode` can only be "production": a client for simulation mode's
+HTTP routes is `GenericEnvClient`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from .client_types import StepResult
-from .env_client import EnvClient, _resolve_mode
+from .env_client import EnvClient
 from .env_server.mcp_types import (
     CallToolAction,
     CallToolObservation,
@@ -44,26 +46,57 @@ def _tls_context() -> ssl.SSLContext:
 
 
 class MCPClientBase(EnvClient[Any, Observation, State]):
-    def __init__(
-        self, base_url: str | None = None, *args: Any, mode: str | None = None, **kwargs: Any
-    ):
-        kwargs["mode"] = _resolve_mode(mode, default="production")
-        super().__init__(base_url, *args, **kwargs)
-        self._tools_cache: list[Tool] | None = None
-        self._http: httpx.AsyncClient | None = None
-        self._mcp_session_id: str | None = None
+    """Lists tools (`list_tools`, `get_tool`, `has_tool`); `MCPToolClient` also calls them.
 
-    @property
-    def use_production_mode(self) -> bool:
-        return self.mode == "production"
+    The arguments are OpenEnv's, in its order; `EnvClient`'s own keyword options (`resume`,
+    `unix_socket`, `api_key`, ...) are accepted too.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        connect_timeout_s: float = 10.0,
+        message_timeout_s: float = 60.0,
+        websocket_ping_interval_s: float | None = 20.0,
+        websocket_ping_timeout_s: float | None = 20.0,
+        provider: Any = None,
+        mode: str | None = None,
+        max_message_size_mb: float = 100.0,
+        headers: dict[str, str] | None = None,
+        **kwargs: Any,
+    ):
+        # Unlike EnvClient, OPENENV_CLIENT_MODE is not consulted: it names the mode of Gym clients.
+        if mode is not None and mode.strip().lower() != "production":
+            raise ValueError(
+                f"{type(self).__name__} needs mode='production' (got {mode!r}); for a server's "
+                "simulation-mode HTTP routes use GenericEnvClient, and to call tools as Gym steps "
+                "over /ws set `client.use_production_mode = False`."
+            )
+        kwargs.setdefault("ping_interval_s", websocket_ping_interval_s)
+        kwargs.setdefault("ping_timeout_s", websocket_ping_timeout_s)
+        super().__init__(
+            base_url,
+            connect_timeout_s,
+            message_timeout_s,
+            max_message_size_mb,
+            provider,
+            "production",
+            headers=headers,
+            **kwargs,
+        )
+        self._tools_cache: list[Tool] | None = None
+        #: True: tools over HTTP `/mcp`; False: tools as steps over `/ws`. Settable at any time.
+        self.use_production_mode = True
+        self._http_client: httpx.AsyncClient | None = None
+        self._production_session_id: str | None = None
 
     # -- HTTP JSON-RPC (production mode) -----------------------------------------------
 
     async def _rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
         import httpx  # on first use: httpx (and its CLI's imports) cost ~0.3 s at import
 
-        if self._http is None:
-            self._http = httpx.AsyncClient(
+        if self._http_client is None:
+            self._http_client = httpx.AsyncClient(
                 transport=(
                     # A Unix socket carries plain HTTP: no TLS context (the transport would
                     # build its own, ignoring `verify` below).
@@ -83,7 +116,7 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
             "id": next(self._rpc_ids),
         }
         try:
-            response = await self._http.post(f"{self.base_url}/mcp", json=body)
+            response = await self._http_client.post(f"{self.base_url}/mcp", json=body)
         except httpx.TransportError as exc:
             unreachable = ServerUnreachableError(
                 f"MCP request {method} to {self.base_url}/mcp failed: {exc or type(exc).__name__}"
@@ -109,10 +142,10 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
         return reply.get("result")
 
     async def _ensure_mcp_session(self) -> str:
-        if self._mcp_session_id is None:
+        if self._production_session_id is None:
             result = await self._rpc("openenv/session/create")
-            self._mcp_session_id = str(result["session_id"])
-        return self._mcp_session_id
+            self._production_session_id = str(result["session_id"])
+        return self._production_session_id
 
     async def connect(self) -> MCPClientBase:
         if self.use_production_mode and self._ws is None:
@@ -122,16 +155,16 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
         return self
 
     async def close(self) -> None:
-        sid, self._mcp_session_id = self._mcp_session_id, None
+        sid, self._production_session_id = self._production_session_id, None
         await super().close()
-        if self._http is not None:
+        if self._http_client is not None:
             if sid is not None:
                 try:
                     await self._rpc("openenv/session/close", {"session_id": sid})
                 except (ServerError, ServerUnreachableError, ToolCallError):
                     pass  # already closed with the WebSocket session
-            await self._http.aclose()
-            self._http = None
+            await self._http_client.aclose()
+            self._http_client = None
 
     # -- tools ------------------------------------------------------------------------------
 
@@ -199,6 +232,10 @@ class MCPObservation(Observation):
     """An MCP environment's reset/other observation; keeps whatever fields the server sent."""
 
     model_config = {"extra": "allow"}
+
+
+#: OpenEnv's name for `MCPObservation`.
+GenericMCPObservation = MCPObservation
 
 
 class MCPToolClient(MCPClientBase):

@@ -30,10 +30,19 @@ _WHERE = {
             "Tool",
             "ToolError",
             "ToolErrorType",
+            "JsonRpcError",
+            "JsonRpcErrorCode",
+            "JsonRpcRequest",
+            "JsonRpcResponse",
+            "McpMethod",
+            "RESERVED_TOOL_NAMES",
+            "WSMCPMessage",
+            "WSMCPResponse",
         ],
         ".mcp_types",
     ),
     "deserialize_action": ".serialization",
+    "deserialize_action_with_preprocessing": ".serialization",
     "serialize_observation": ".serialization",
     **dict.fromkeys(
         [
@@ -69,15 +78,27 @@ if TYPE_CHECKING:
     from .interfaces import Environment, Message, ModelTokenizer, Transform
     from .mcp_environment import MCPEnvironment
     from .mcp_types import (
+        RESERVED_TOOL_NAMES,
         CallToolAction,
         CallToolObservation,
+        JsonRpcError,
+        JsonRpcErrorCode,
+        JsonRpcRequest,
+        JsonRpcResponse,
         ListToolsAction,
         ListToolsObservation,
+        McpMethod,
         Tool,
         ToolError,
         ToolErrorType,
+        WSMCPMessage,
+        WSMCPResponse,
     )
-    from .serialization import deserialize_action, serialize_observation
+    from .serialization import (
+        deserialize_action,
+        deserialize_action_with_preprocessing,
+        serialize_observation,
+    )
     from .types import (
         Action,
         BaseMessage,
@@ -115,6 +136,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "RESERVED_TOOL_NAMES",
     "Action",
     "BaseMessage",
     "CallToolAction",
@@ -129,9 +151,14 @@ __all__ = [
     "HealthResponse",
     "HealthStatus",
     "InvalidActionError",
+    "JsonRpcError",
+    "JsonRpcErrorCode",
+    "JsonRpcRequest",
+    "JsonRpcResponse",
     "ListToolsAction",
     "ListToolsObservation",
     "MCPEnvironment",
+    "McpMethod",
     "Message",
     "ModelTokenizer",
     "Observation",
@@ -150,8 +177,11 @@ __all__ = [
     "ToolErrorType",
     "Transform",
     "WSErrorCode",
+    "WSMCPMessage",
+    "WSMCPResponse",
     "create_app",
     "create_fastapi_app",
     "deserialize_action",
+    "deserialize_action_with_preprocessing",
     "serialize_observation",
 ]

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import pydantic
 from fastmcp import FastMCP
+from fastmcp.client.client import CallToolResult
 from fastmcp.exceptions import NotFoundError, ToolError
 from fastmcp.exceptions import ValidationError as ToolValidationError
 from fastmcp.tools import FunctionTool
@@ -30,6 +33,7 @@ from .mcp_types import (
     ListToolsObservation,
     Tool,
     ToolErrorType,
+    call_tool_result_wire,
 )
 from .mcp_types import (
     ToolError as ToolErrorModel,
@@ -40,6 +44,12 @@ try:  # fastmcp >= 3
     from fastmcp.exceptions import DisabledError
 except ImportError:  # pragma: no cover
     DisabledError = NotFoundError  # type: ignore[misc,assignment]
+
+_state_session: ContextVar[str | None] | None
+try:  # fastmcp >= 4.1: the session id a call without a live MCP session runs under
+    from fastmcp.server.dependencies import _background_task_session_id as _state_session
+except ImportError:  # pragma: no cover (older fastmcp: ctx state needs a live MCP session)
+    _state_session = None
 
 #: Seconds a tool call may take when the caller gives no timeout.
 MCP_TOOL_CALL_TIMEOUT = 30.0
@@ -92,26 +102,36 @@ def classify_tool_exception(name: str, exc: BaseException) -> ToolCallFailed:
     return ToolCallFailed(ToolErrorType.EXECUTION_ERROR, f"Tool '{name}' failed: {exc}")
 
 
-def tool_result_payload(result: Any) -> dict[str, Any]:
-    """A fastmcp ToolResult as OpenEnv clients read it (snake case, unwrapped `data`)."""
+def _tool_data(result: Any) -> Any:
+    """The tool's value, as fastmcp's client reads it: the unwrapped `result` of a wrapped
+    value, else the structured content, else the text of a single text block."""
     structured = getattr(result, "structured_content", None)
     meta = getattr(result, "meta", None)
-    content = [block.model_dump(mode="json") for block in getattr(result, "content", []) or []]
+    content = getattr(result, "content", None) or []
     if isinstance(structured, dict) and (meta or {}).get("fastmcp", {}).get("wrap_result"):
-        data: Any = structured.get("result")
-    elif structured is not None:
-        data = structured
-    elif len(content) == 1 and content[0].get("type") == "text":
-        data = content[0].get("text")
-    else:
-        data = None
-    return {
-        "content": content,
-        "structured_content": structured,
-        "meta": meta,
-        "data": data,
-        "is_error": bool(getattr(result, "is_error", False)),
-    }
+        return structured.get("result")
+    if structured is not None:
+        return structured
+    if len(content) == 1 and getattr(content[0], "type", None) == "text":
+        return getattr(content[0], "text", None)
+    return None
+
+
+def tool_call_result(result: Any) -> CallToolResult:
+    """A fastmcp ToolResult (server side) as fastmcp's client-side `CallToolResult`, the type
+    OpenEnv's in-process steps return."""
+    return CallToolResult(
+        content=list(getattr(result, "content", None) or []),
+        structured_content=getattr(result, "structured_content", None),
+        meta=getattr(result, "meta", None),
+        data=_tool_data(result),
+        is_error=bool(getattr(result, "is_error", False)),
+    )
+
+
+def tool_result_payload(result: Any) -> dict[str, Any]:
+    """A fastmcp ToolResult as OpenEnv clients read it (snake case, unwrapped `data`)."""
+    return call_tool_result_wire(tool_call_result(result))
 
 
 def tool_result_mcp(result: Any) -> dict[str, Any]:
@@ -129,6 +149,15 @@ def tool_result_mcp(result: Any) -> dict[str, Any]:
     return out
 
 
+def _refuse_reserved_names(names: set[str]) -> None:
+    clash = sorted(names & RESERVED_TOOL_NAMES)
+    if clash:
+        raise ValueError(
+            f"MCP tools named {clash} clash with the environment's own operations "
+            f"({', '.join(sorted(RESERVED_TOOL_NAMES))}); give the tools other names"
+        )
+
+
 class MCPEnvironment(Environment):
     """Base class for tool environments. Subclasses implement `reset` and `state`.
 
@@ -139,10 +168,15 @@ class MCPEnvironment(Environment):
         self, mcp_server: FastMCP, transform: Transform | None = None, rubric: Any = None
     ) -> None:
         super().__init__(transform=transform, rubric=rubric)
+        _refuse_reserved_names({t.name for t in run_coroutine_sync(mcp_server.list_tools())})
         self.mcp_server = mcp_server
         self._mode: str | None = "simulation"
         self._mode_tools: dict[str, dict[str, FunctionTool]] = {}
+        # Tools added after construction are checked at the first listing or call.
         self._reserved_checked = False
+        #: The session that tools' `ctx.get_state` / `ctx.set_state` use: one per environment
+        #: instance, which is one server session (HTTP, WebSocket or MCP).
+        self._tool_state_session = f"openenv-{uuid.uuid4().hex}"
 
     # -- mode-aware tools -------------------------------------------------------------
 
@@ -188,9 +222,7 @@ class MCPEnvironment(Environment):
     async def _server_tools(self) -> list[Any]:
         tools = list(await self.mcp_server.list_tools())
         if not self._reserved_checked:
-            clash = sorted({t.name for t in tools} & RESERVED_TOOL_NAMES)
-            if clash:
-                raise ValueError(f"Tools use reserved names {clash}; rename them")
+            _refuse_reserved_names({t.name for t in tools})
             self._reserved_checked = True
         return tools
 
@@ -216,6 +248,13 @@ class MCPEnvironment(Environment):
         """Call a tool and return fastmcp's ToolResult; raises `ToolCallFailed` when it fails."""
         arguments = arguments or {}
         limit = timeout_s or MCP_TOOL_CALL_TIMEOUT
+        # Outside a live MCP session (in process, HTTP /step, WebSocket steps and OpenEnv's
+        # JSON-RPC) fastmcp has no session id for `ctx` state: give it this environment's.
+        token = (
+            _state_session.set(self._tool_state_session)
+            if _state_session is not None and _state_session.get() is None
+            else None
+        )
         try:
             by_mode = self._mode_tools.get(name)
             if by_mode is not None:
@@ -240,6 +279,9 @@ class MCPEnvironment(Environment):
             ) from None
         except Exception as exc:
             raise classify_tool_exception(name, exc) from exc
+        finally:
+            if token is not None and _state_session is not None:
+                _state_session.reset(token)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None = None, timeout_s: float | None = None
@@ -251,7 +293,7 @@ class MCPEnvironment(Environment):
                 tool_name=name,
                 error=ToolErrorModel(error_type=failed.error_type, message=failed.message),
             )
-        return CallToolObservation(tool_name=name, result=tool_result_payload(result))
+        return CallToolObservation(tool_name=name, result=tool_call_result(result))
 
     # -- the Environment interface ------------------------------------------------------
 
@@ -279,6 +321,39 @@ class MCPEnvironment(Environment):
             f"{type(self).__name__} accepts only list_tools and call_tool actions, "
             f"not {type(action).__name__}"
         )
+
+    # -- code mode (OpenEnv's CodeAct helpers) ------------------------------------------------
+
+    @property
+    def supports_code_mode(self) -> bool:
+        return True
+
+    def get_callables(self) -> dict[str, Callable[..., Any]]:
+        """The functions behind the tools available now, by tool name (for agents that write
+        Python calling tools directly)."""
+        found = {
+            t.name: t.fn
+            for t in run_coroutine_sync(self._server_tools())
+            if callable(getattr(t, "fn", None))
+        }
+        for tool_name, by_mode in self._mode_tools.items():
+            made = by_mode.get(self._mode or "")
+            if made is not None and tool_name not in found:
+                found[tool_name] = made.fn
+        return found
+
+    def execute_code(self, code: str) -> Observation:
+        """Run `code` with the tools as functions; the value the code assigns to `result` is
+        returned in `metadata["result"]`, a failure as `metadata["error"]` (as OpenEnv does)."""
+        namespace: dict[str, Any] = dict(self.get_callables())
+        assigned: dict[str, Any] = {}
+        try:
+            exec(code, namespace, assigned)
+        except SyntaxError as exc:
+            return Observation(done=False, reward=0.0, metadata={"error": f"Syntax error: {exc}"})
+        except Exception as exc:
+            return Observation(done=False, reward=0.0, metadata={"error": str(exc)})
+        return Observation(done=False, reward=0.0, metadata={"result": assigned.get("result")})
 
     def close(self) -> None:
         self.mcp_server = None  # type: ignore[assignment]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import EnvironmentExecutionError
@@ -51,3 +52,43 @@ def deserialize_action(data: dict[str, Any], action_cls: type[Action]) -> Action
             target = ListToolsAction if action_type == "list_tools" else CallToolAction
             return target.model_validate(data)
     return action_cls.model_validate(data)
+
+
+def _parse_json_text(value: Any) -> Any:
+    """A JSON document sent as a string (web forms send one), parsed; anything else as is.
+
+    Text that is not JSON stays text, so validation reports it rather than it turning into an
+    empty value.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def deserialize_action_with_preprocessing(data: dict[str, Any], action_cls: type[Action]) -> Action:
+    """`deserialize_action` for values typed into a form: a `call_tool`'s `arguments` given as
+    JSON text, `tokens` as JSON text or a list (a tensor when torch is installed), and
+    `action_id` as digits are converted before validation."""
+    processed = dict(data)
+    if processed.get("type") == "call_tool" and "arguments" in processed:
+        processed["arguments"] = _parse_json_text(processed["arguments"])
+    if "tokens" in processed:
+        tokens = _parse_json_text(processed["tokens"])
+        if isinstance(tokens, list):
+            try:
+                import torch  # type: ignore[import-not-found]
+            except ImportError:
+                pass
+            else:
+                tokens = torch.tensor(tokens, dtype=torch.long)
+        processed["tokens"] = tokens
+    action_id = processed.get("action_id")
+    if isinstance(action_id, str):
+        try:
+            processed["action_id"] = int(action_id)
+        except ValueError:
+            pass
+    return deserialize_action(processed, action_cls)
