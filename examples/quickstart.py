@@ -22,7 +22,7 @@ async def async_episode() -> None:
         result = await client.step(
             CallToolAction(tool_name="echo_message", arguments={"message": "Hello, World!"})
         )
-        print(result.observation.result)  # Hello, World!
+        print(result.observation.result["data"])  # Hello, World!
         tools = await client.list_tools()
         print("tools:", ", ".join(t.name for t in tools))
         print("echo_with_length:", await client.call_tool("echo_with_length", message="Hi"))
@@ -37,7 +37,7 @@ def sync_episode() -> None:
         result = client.step(
             CallToolAction(tool_name="echo_message", arguments={"message": "Hello again!"})
         )
-        print(result.observation.result)  # Hello again!
+        print(result.observation.result["data"])  # Hello again!
 
 
 def main() -> None:

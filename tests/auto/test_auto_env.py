@@ -34,7 +34,7 @@ def test_echo_from_env_plays_a_tool_call_through_sync(echo_server: RunningServer
         result = env.step(action_cls(tool_name="echo_message", arguments={"message": HELLO}))
         assert isinstance(result.observation, CallToolObservation)
         assert result.observation.error is None
-        assert result.observation.result == HELLO
+        assert result.observation.result["data"] == HELLO
         assert env.state().step_count == 1
 
 
@@ -45,7 +45,7 @@ async def test_echo_from_env_is_an_async_client_and_passes_kwargs(echo_server: R
         await env.reset()
         action = CallToolAction(tool_name="echo_message", arguments={"message": "a"})
         result = await env.step(action)
-        assert result.observation.result == "a"
+        assert result.observation.result["data"] == "a"
 
 
 def test_grid_world_from_env_is_typed(grid_server: RunningServer):

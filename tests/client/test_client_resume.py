@@ -255,7 +255,7 @@ async def test_mcp_production_client_resumes_its_session(echo_server):
             session = client.session_id
             hello = CallToolAction(tool_name="echo_message", arguments={"message": "hi"})
             for _ in range(3):
-                assert (await client.step(hello)).observation.result == "hi"
+                assert (await client.step(hello)).observation.result["data"] == "hi"
                 proxy.cut()
             assert (await client.state()).step_count == 3
             assert client.session_id == session

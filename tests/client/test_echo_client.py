@@ -77,7 +77,7 @@ async def test_async_reset_step_state(echo_server):
         result = await client.step(_hello())
         assert isinstance(result.observation, CallToolObservation)
         assert result.observation.error is None
-        assert result.observation.result == HELLO
+        assert result.observation.result["data"] == HELLO
         assert result.observation.tool_name == "echo_message"
 
         state = await client.state()
@@ -133,7 +133,7 @@ def test_sync_client(echo_server):
         assert reset.observation.echoed_message == READY
         assert reset.metadata["status"] == "ready"
         result = client.step(_hello())
-        assert result.observation.result == HELLO
+        assert result.observation.result["data"] == HELLO
         assert client.state().step_count == 1
         # Coroutine methods of the async client are available as blocking calls too.
         tools = client.list_tools()

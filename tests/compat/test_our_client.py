@@ -67,8 +67,9 @@ async def test_echo_env_episode_over_ws(url: str) -> None:
         obs = step.observation
         assert isinstance(obs, CallToolObservation)
         assert obs.tool_name == "echo_message"
-        assert obs.result == "hi"  # our client unwraps the FastMCP result's `data`
-        assert obs.metadata["mcp_result"]["data"] == "hi"  # the full MCP result stays available
+        # As OpenEnv's client: the MCP result as a dict; its keys also read as attributes.
+        assert obs.result["data"] == "hi" and obs.result.data == "hi"
+        assert obs.result["is_error"] is False and obs.result["content"][0]["text"] == "hi"
         assert obs.error is None
         assert step.reward is None
         assert step.done is False
@@ -76,7 +77,7 @@ async def test_echo_env_episode_over_ws(url: str) -> None:
         step = await env.step(
             CallToolAction(tool_name="echo_with_length", arguments={"message": "hello"})
         )
-        assert step.observation.result == {"message": "hello", "length": 5}
+        assert step.observation.result["data"] == {"message": "hello", "length": 5}
 
         listed = await env.step(ListToolsAction())
         assert isinstance(listed.observation, ListToolsObservation)
@@ -151,7 +152,7 @@ async def test_invalid_action_raises_invalid_request_error(url: str) -> None:
         assert {tuple(e["loc"]) for e in err.data["errors"]} >= {("tool_name",), ("message",)}
         # The connection stays usable after an error frame; the failed step did not count.
         step = await env.step(CallToolAction(tool_name="echo_message", arguments={"message": "ok"}))
-        assert step.observation.result == "ok"
+        assert step.observation.result["data"] == "ok"
         assert (await env.state()).step_count == 1
 
 
@@ -163,7 +164,7 @@ async def test_mcp_tool_client_from_core(url: str) -> None:
         assert sorted(t.name for t in await env.list_tools()) == TOOLS
         assert await env.call_tool("echo_message", message="core") == "core"
         step = await env.step(CallToolAction(tool_name="echo_message", arguments={"message": "s"}))
-        assert step.observation.result == "s"
+        assert step.observation.result["data"] == "s"
         assert (await env.state()).step_count == 1
 
 
@@ -248,7 +249,7 @@ def test_echo_env_sync_wrapper(url: str) -> None:
         assert env.supports_resume is False
         assert env.reset(episode_id="ep-sync").metadata == READY
         step = env.step(CallToolAction(tool_name="echo_message", arguments={"message": "sync"}))
-        assert step.observation.result == "sync"
+        assert step.observation.result["data"] == "sync"
         assert sorted(t.name for t in env.list_tools()) == TOOLS
         assert env.call_tool("echo_with_length", message="ab") == {"message": "ab", "length": 2}
         with pytest.raises(InvalidRequestError):

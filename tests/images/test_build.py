@@ -67,7 +67,7 @@ def test_the_image_serves_an_episode(echo_container: Any) -> None:
     with EchoEnv(base_url=url).sync() as env:
         env.reset()
         result = env.step(CallToolAction(tool_name="echo_message", arguments={"message": "hi"}))
-        assert result.observation.result == "hi"
+        assert result.observation.result["data"] == "hi"
         assert env.state().step_count == 1
 
 

@@ -51,9 +51,9 @@ async def test_step_list_and_call_over_ws(moded):
 
         result = await client.step(CallToolAction(tool_name=own, arguments={"query": "q"}))
         assert result.observation.error is None
-        assert result.observation.result == searched
+        assert result.observation.result["data"] == searched
         result = await client.step(CallToolAction(tool_name="fetch", arguments={"item": "item"}))
-        assert result.observation.result == fetched
+        assert result.observation.result["data"] == fetched
 
         result = await client.step(CallToolAction(tool_name=other, arguments={"query": "q"}))
         assert result.observation.error is not None

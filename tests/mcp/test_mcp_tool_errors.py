@@ -46,7 +46,7 @@ async def test_error_type_via_step(tools_server, tool, arguments, error_type):
         # The session stays usable after a failed tool call.
         ok = await client.step(CallToolAction(tool_name="add", arguments={"a": 2, "b": 3}))
         assert ok.observation.error is None
-        assert ok.observation.result == 5
+        assert ok.observation.result["data"] == 5
 
 
 @pytest.mark.parametrize(("tool", "arguments", "error_type"), CASES, ids=IDS)
@@ -110,7 +110,7 @@ async def test_timeout_is_bounded_by_the_tool_timeout(tools_server):
         assert result.observation.error.error_type.value == "timeout"
         fast = await client.step(CallToolAction(tool_name="slow", arguments={"seconds": 0.01}))
         assert fast.observation.error is None
-        assert fast.observation.result == "finished"
+        assert fast.observation.result["data"] == "finished"
 
 
 async def test_step_timeout_s_over_http(tools_server):

@@ -114,7 +114,7 @@ async def _ws_steps(url: str, calls: int) -> list[Any]:
     env.use_production_mode = False
     async with env:
         await env.reset()
-        return [(await env.step(BUMP)).observation.result for _ in range(calls)]
+        return [(await env.step(BUMP)).observation.result["data"] for _ in range(calls)]
 
 
 async def _ws_mcp_messages(url: str, calls: int) -> list[Any]:

@@ -68,7 +68,7 @@ async def test_an_episode_in_a_hardened_container(docker_client: Any, echo_image
             step = await client.step(
                 CallToolAction(tool_name="echo_message", arguments={"message": "hi"})
             )
-            assert step.observation.result == "hi"
+            assert step.observation.result["data"] == "hi"
 
         container = docker_client.containers.get(env.id)
         status = status_fields(container)
@@ -114,7 +114,7 @@ async def test_network_none_serves_on_a_unix_socket(docker_client: Any, echo_ima
             step = await client.step(
                 CallToolAction(tool_name="echo_message", arguments={"message": "no net"})
             )
-            assert step.observation.result == "no net"
+            assert step.observation.result["data"] == "no net"
         transport = httpx.AsyncHTTPTransport(uds=env.unix_socket)
         async with httpx.AsyncClient(
             transport=transport, base_url=env.base_url, timeout=10
@@ -266,7 +266,7 @@ def test_openenv_compat_methods(docker_client: Any, echo_image: str) -> None:
     with EchoEnv(base_url=url).sync() as client:
         client.reset()
         step = client.step(CallToolAction(tool_name="echo_message", arguments={"message": "x"}))
-        assert step.observation.result == "x"
+        assert step.observation.result["data"] == "x"
     provider.stop_container()
     assert listed(env.id) == []
 
@@ -277,7 +277,7 @@ async def test_from_docker_image_owns_its_container(docker_client: Any, echo_ima
         step = await client.step(
             CallToolAction(tool_name="echo_message", arguments={"message": "owned"})
         )
-        assert step.observation.result == "owned"
+        assert step.observation.result["data"] == "owned"
         (name,) = mine()
         assert docker_client.containers.get(name).attrs["HostConfig"]["Memory"] == 512 << 20
     assert listed(name) == []

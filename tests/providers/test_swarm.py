@@ -78,7 +78,7 @@ def test_an_episode_in_a_hardened_service(docker_client: Any, swarm: None, echo_
             step = client.step(
                 CallToolAction(tool_name="echo_message", arguments={"message": "hi"})
             )
-            assert step.observation.result == "hi"
+            assert step.observation.result["data"] == "hi"
 
         container = docker_client.containers.get(env.info["container_id"])
         code, out = container.exec_run(["cat", "/proc/1/status"])

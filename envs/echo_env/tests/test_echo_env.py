@@ -42,7 +42,7 @@ def test_tools_over_the_wire(server: str) -> None:
     with EchoEnv(base_url=server).sync() as env:
         assert env.reset().observation.echoed_message == "Echo environment ready!"
         result = env.step(CallToolAction(tool_name="echo_message", arguments={"message": "Hi"}))
-        assert result.observation.result == "Hi"
+        assert result.observation.result["data"] == "Hi"
         assert env.call_tool("echo_with_length", message="Hi") == {"message": "Hi", "length": 2}
 
 

@@ -216,16 +216,31 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
             )
         elif "tool_name" in obs:
             raw = obs.get("result")
-            if isinstance(raw, dict) and "data" in raw:
-                # `observation.result` is the tool's value; the full MCP result stays available.
-                obs["result"] = raw["data"]
-                common["metadata"] = {**metadata, "mcp_result": raw}
+            if isinstance(raw, dict):
+                obs["result"] = ToolResult(raw)
             observation = CallToolObservation.model_validate({**obs, **common})
         elif isinstance(cls, type) and issubclass(cls, Observation) and cls is not Observation:
             observation = cls.model_validate({**obs, **common})
         else:
             observation = MCPObservation.model_validate({**obs, **common})
         return StepResult(observation=observation, reward=reward, done=done, metadata=metadata)
+
+
+class ToolResult(dict[str, Any]):
+    """A tool call's result as the client receives it: the MCP result as a dict, as OpenEnv's
+    client gives it (`result["data"]` is the tool's value), whose keys also read as attributes
+    (`result.data`, `result.is_error`), as fastmcp's `CallToolResult` does in process. As text it
+    is the tool's value, so `print(observation.result)` shows what OpenEnv's README says it does;
+    `repr()` shows the whole result."""
+
+    def __str__(self) -> str:
+        return str(self["data"]) if "data" in self else super().__str__()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"tool result has no {name!r}; it has {sorted(self)}") from None
 
 
 class MCPObservation(Observation):
@@ -256,6 +271,8 @@ class MCPToolClient(MCPClientBase):
             raise ProtocolViolationError(f"call_tool {name!r} did not return a CallToolObservation")
         if obs.error is not None:
             raise ToolCallError(name, obs.error.error_type.value, obs.error.message)
+        if isinstance(obs.result, ToolResult) and "data" in obs.result:
+            return obs.result["data"]
         return obs.result
 
 
