@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ from .layout_envs import (
 )
 
 pytestmark = pytest.mark.compat
+OUR_PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 PUBLISHED = pytest.param("published", marks=pytest.mark.slow, id="published-init")
 CASES = [PUBLISHED, pytest.param("ours", id="our-init"), pytest.param("echo", id="echo-copy")]
@@ -217,3 +220,42 @@ def test_our_init_lays_out_what_openenvs_init_does(layout_env: LayoutEnv, tmp_pa
         assert project.manifest.app == "server.app:app"
         assert project.pyproject["tool"]["setuptools"]["package-dir"][package] == "."
         assert project.scripts["server"] == f"{package}.server.app:main"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout_env", CASES, indirect=True)
+def test_build_context_installs_the_package_the_image_serves(
+    layout_env: LayoutEnv, tmp_path: Path, compat_python: str
+) -> None:
+    """What `openenv build` stages (tests/images builds it with Docker): the Dockerfile runs
+    `python -m <package>.server.app` from the environment's wheel. Installed from the staged
+    wheel alone, outside the folder, that command serves an episode to both clients."""
+    from openenv.cli.commands.build import stage_context
+
+    project = load_project(layout_env.root)
+    context = tmp_path / "context"
+    use_template = layout_env.package == "my_env"  # OpenEnv's own Dockerfile downloads uv
+    dockerfile = stage_context(project, context, OUR_PYTHON_VERSION, use_template=use_template)
+    text = dockerfile.read_text()
+    assert f'"-m", "{layout_env.package}.server.app"' in text
+    wheels = sorted((context / "wheels").glob("*.whl"))
+    env_wheel = [w for w in wheels if w.name.startswith(project.dist_name.replace("-", "_"))]
+    assert len(env_wheel) == 1, [w.name for w in wheels]
+    site = tmp_path / "site"
+    with zipfile.ZipFile(env_wheel[0]) as wheel:  # a pure-Python wheel installs by unpacking
+        wheel.extractall(site)
+    assert (site / layout_env.package / "server" / "app.py").is_file()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [OUR_PYTHON, "-m", f"{layout_env.package}.server.app", "--host", "127.0.0.1"]
+    process = subprocess.Popen(
+        [*command, "--port", str(port)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site), "OPENENV_LOG_LEVEL": "warning"},
+    )
+    try:
+        wait_healthy(url, process)
+        check_episode(layout_env, play(OUR_PYTHON, layout_env, url))
+        check_episode(layout_env, play(compat_python, layout_env, url))
+    finally:
+        stop_process(process)
