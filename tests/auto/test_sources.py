@@ -113,3 +113,17 @@ def test_a_space_in_the_local_hub_cache_is_used_offline(game_folder: Path, tmp_p
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["AutoGameAction", "AutoGameEnv", "3"]
+
+
+def test_an_installed_package_in_openenvs_flat_layout(site_dir: Path) -> None:
+    """Installed from a flat folder, the manifest's `server.app:app` is relative to the package:
+    serving the environment by name imports `<package>.server.app`."""
+    from openenv.providers.spec import resolve_app
+
+    from .fake_dist import write_distribution
+
+    manifest = "spec_version: 1\nname: flatgame_env\napp: server.app:app\nport: 8000\n"
+    write_distribution(site_dir, "flatgame", manifest=manifest, top_level=True)
+    assert resolve_app("flatgame").app == "flatgame_env.server.app:app"
+    assert AutoAction.from_env("flatgame").__name__ == "FlatgameAction"
+    assert AutoEnv.get_env_class("openenv-flatgame").__name__ == "FlatgameEnv"

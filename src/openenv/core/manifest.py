@@ -115,9 +115,12 @@ def package_manifest(module: str) -> Optional[EnvManifest]:
     if path is None:
         return None
     manifest = load_manifest(path)
-    if manifest.app.partition(":")[0].partition(".")[0] != package:
-        return None
-    return manifest
+    if manifest.app.partition(":")[0].partition(".")[0] == package:
+        return manifest
+    # OpenEnv's flat layout names its app from inside the package folder ('server.app:app').
+    spec = importlib.util.find_spec(package)
+    inside = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    return manifest if is_flat_app(manifest.app) and path.parent in inside else None
 
 
 _FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
