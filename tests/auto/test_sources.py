@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from echo_env import EchoEnv
-from openenv.auto import AutoAction, AutoEnv, HubUnavailableError
+from openenv.auto import AutoAction, AutoEnv, EnvironmentNotFoundError, HubUnavailableError
 from openenv.cli.commands.init import EnvNames, render_files, write_atomically
 from openenv.core.env_server.mcp_types import CallToolAction
 from tests.support.server import RunningServer
@@ -76,6 +76,12 @@ def test_an_environment_folder_gives_its_own_classes(game_folder: Path) -> None:
     client_cls = AutoEnv.get_env_class(str(game_folder))
     assert client_cls.__name__ == "AutoGameEnv"
     assert AutoAction.from_hub(str(game_folder)) is action_cls
+
+
+def test_a_folder_without_a_manifest_is_not_taken_for_a_hub_repo(tmp_path: Path) -> None:
+    for name in (str(tmp_path), "./no/such/folder"):
+        with pytest.raises(EnvironmentNotFoundError, match="is not an environment folder"):
+            AutoAction.from_env(name)
 
 
 @pytest.mark.slow

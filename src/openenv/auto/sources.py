@@ -149,6 +149,14 @@ def resolve(name: str, hint: str = "") -> tuple[EnvInfo, Optional[Path]]:
     folder = environment_folder(name)
     if folder is not None:
         return folder_info(folder), folder
+    path = Path(name).expanduser()
+    if path.is_dir() or name.startswith(("./", "../", "/", "~")):
+        raise EnvironmentNotFoundError(
+            f"{name!r} is not an environment folder: there is no {MANIFEST_NAME} in "
+            f"{path.resolve()}. Create one with `openenv init NAME`.",
+            name=name,
+            installed=[],
+        )
     if not is_hub_name(name):
         return find_environment(name, hint=hint), None
     repo_id = hub_repo_id(name)
