@@ -594,6 +594,8 @@ def serve_folder(root: Path | str, start_timeout_s: float = 60.0) -> Iterator[st
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
     env.setdefault("OPENENV_LOG_LEVEL", "warning")
     env["PYTHONUNBUFFERED"] = "1"
+    # The traceback, not the CLI's one-line summary: startup_error reads the file and line.
+    env["OPENENV_DEBUG"] = "1"
     command = [sys.executable, "-m", "openenv.cli", "serve", str(root)]
     command += ["--host", "127.0.0.1", "--port", str(port)]
     isolation: dict[str, Any] = (
