@@ -123,7 +123,10 @@ def test_info_and_lazy_exports():
     info = AutoEnv.get_env_info("echo")
     assert info["client"] == "echo_env.client:EchoEnv"
     assert info["env_class"] == "EchoEnv"
-    assert AutoAction.get_action_info("echo")["action_class"] == "CallToolAction"
+    action_info = AutoAction.get_action_info("echo")
+    assert action_info["action_class"] == "CallToolAction"
+    assert (action_info["env_name"], action_info["module"]) == ("echo_env", "echo_env.client")
+    assert info["module"] == "echo_env.client"
     assert AutoEnv.get_env_class("echo") is EchoEnv
     assert openenv.AutoEnv is AutoEnv
     assert openenv.AutoAction is AutoAction

@@ -19,8 +19,13 @@ _ACTION_KEYS = (
 
 
 def _action_info(info: EnvInfo) -> dict[str, Any]:
+    """The keys OpenEnv's `get_action_info` has (`env_name`, `module`, ...) and import strings."""
     data = info.to_dict()
-    return {key: data[key] for key in _ACTION_KEYS}
+    return {
+        **{key: data[key] for key in _ACTION_KEYS},
+        "env_name": info.name,
+        "module": info.package,
+    }
 
 
 class AutoAction:

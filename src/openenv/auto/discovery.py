@@ -93,7 +93,7 @@ class EnvInfo:
             "name": self.name,
             "distribution": self.distribution,
             "package": self.package,
-            "module": self.package,
+            "module": self.client.partition(":")[0],  # OpenEnv's: the client's module
             "version": self.version,
             "description": self.description,
             "client": self.client,
