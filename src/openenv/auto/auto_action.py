@@ -24,7 +24,7 @@ def _action_info(info: EnvInfo) -> dict[str, Any]:
     return {
         **{key: data[key] for key in _ACTION_KEYS},
         "env_name": info.name,
-        "module": info.package,
+        "module": data["module"],
     }
 
 
