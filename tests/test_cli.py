@@ -87,3 +87,26 @@ def test_list_shows_every_reference_environment() -> None:
     listed = {info["name"] for info in json.loads(out.stdout)}
     on_disk = {path.name for path in (REPO / "envs").iterdir() if (path / "openenv.yaml").exists()}
     assert on_disk <= listed
+
+
+def test_an_unexpected_error_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
+    """As in OpenEnv, `main()` does not let an exception escape as a traceback; OPENENV_DEBUG=1
+    shows it. A manifest that is not UTF-8 is one such error today."""
+    (tmp_path / "openenv.yaml").write_bytes(b"name: x\xff\napp: server.app:app\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "openenv-x"\n')
+    command = [OPENENV, "push", str(tmp_path), "--dry-run"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("error: UnicodeDecodeError: ")
+    assert "OPENENV_DEBUG=1" in lines[0] and "Traceback" not in out.stderr
+    debug = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OPENENV_DEBUG": "1"},
+    )
+    assert debug.returncode == 1
+    assert "Traceback (most recent call last)" in debug.stderr

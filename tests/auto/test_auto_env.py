@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 import openenv
@@ -61,22 +59,22 @@ def test_grid_world_from_env_is_typed(grid_server: RunningServer):
         assert env.state().step_count == 1
 
 
-def test_unknown_name_falls_back_to_the_generic_client(
-    echo_server: RunningServer, caplog: pytest.LogCaptureFixture
-):
-    with caplog.at_level(logging.WARNING, logger="openenv.auto"):
-        client = AutoEnv.from_env("not-installed-anywhere", base_url=echo_server.url)
+def test_unknown_name_with_a_base_url_is_refused_not_guessed(echo_server: RunningServer):
+    # As in OpenEnv: a name nothing answers to is an error even with a server to talk to;
+    # the generic client is there for whoever asks for it (skip_install=True).
+    with pytest.raises(EnvironmentNotFoundError) as caught:
+        AutoEnv.from_env("not-installed-anywhere", base_url=echo_server.url)
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, LookupError)
+    assert "skip_install=True" in str(caught.value) and "echo" in str(caught.value)
+    with pytest.raises(ValueError):  # how code written for OpenEnv catches it
+        AutoAction.from_env("not-installed-anywhere")
+    client = AutoEnv.from_env("not-installed-anywhere", base_url=echo_server.url, skip_install=True)
     assert type(client) is GenericEnvClient
-    assert any(
-        "not-installed-anywhere" in r.getMessage() and "GenericEnvClient" in r.getMessage()
-        for r in caplog.records
-    )
     action = {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": HELLO}}
     with client.sync() as env:
         env.reset()
         result = env.step(action)
         assert isinstance(result.observation, dict)
-        assert result.observation["tool_name"] == "echo_message"
         assert result.observation["result"]["data"] == HELLO
 
 
@@ -125,7 +123,10 @@ def test_info_and_lazy_exports():
     info = AutoEnv.get_env_info("echo")
     assert info["client"] == "echo_env.client:EchoEnv"
     assert info["env_class"] == "EchoEnv"
-    assert AutoAction.get_action_info("echo")["action_class"] == "CallToolAction"
+    action_info = AutoAction.get_action_info("echo")
+    assert action_info["action_class"] == "CallToolAction"
+    assert (action_info["env_name"], action_info["module"]) == ("echo_env", "echo_env.client")
+    assert info["module"] == "echo_env.client"
     assert AutoEnv.get_env_class("echo") is EchoEnv
     assert openenv.AutoEnv is AutoEnv
     assert openenv.AutoAction is AutoAction

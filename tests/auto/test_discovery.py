@@ -119,6 +119,7 @@ def test_unknown_name_lists_installed_and_says_how_to_install():
     assert "pip install openenv-no-such-thing" in message
     assert "echo" in caught.value.installed
     assert isinstance(caught.value, LookupError)
+    assert isinstance(caught.value, ValueError)  # what OpenEnv raises
 
 
 def test_wheel_install_is_read_from_the_package(site_dir: Path):

@@ -28,7 +28,22 @@ from tests.support.server import free_port, wait_healthy
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
 
+#: OpenEnv's flat layout, the default: the folder is the package.
 EXPECTED_FILES = {
+    "README.md",
+    "openenv.yaml",
+    "pyproject.toml",
+    "__init__.py",
+    "client.py",
+    "models.py",
+    "server/__init__.py",
+    "server/app.py",
+    "server/my_game_environment.py",
+    "server/Dockerfile",
+    "tests/test_my_game.py",
+}
+#: `--layout package`: the package in a folder of its own.
+PACKAGE_FILES = {
     "README.md",
     "openenv.yaml",
     "pyproject.toml",
@@ -93,16 +108,13 @@ def test_generates_the_environment_folder(
     assert files_in(generated) == EXPECTED_FILES
     for step in ("cd ", "openenv serve", "openenv validate", "pytest"):
         assert step in init_run.stderr
-    # No Dockerfile: `openenv build` and `openenv push` generate it from the template.
 
     project = load_project(generated)
+    assert project.flat and project.package == "my_game" and project.package_dir == generated
     manifest = project.manifest
     assert (manifest.spec_version, manifest.name, manifest.type) == (1, "my_game", "space")
-    assert (manifest.runtime, manifest.app, manifest.port) == (
-        "fastapi",
-        "my_game.server.app:app",
-        8000,
-    )
+    # OpenEnv's flat layout: the app is imported from inside the folder.
+    assert (manifest.runtime, manifest.app, manifest.port) == ("fastapi", "server.app:app", 8000)
     assert manifest.client == "my_game.client:MyGameEnv"
     assert manifest.action == "my_game.models:MyGameAction"
     assert manifest.observation == "my_game.models:MyGameObservation"
@@ -117,16 +129,46 @@ def test_generates_the_environment_folder(
     assert project.scripts == {"server": "my_game.server.app:main"}
     assert pyproject["project"]["optional-dependencies"]["dev"][0].startswith("pytest")
     assert pyproject["dependency-groups"]["dev"][0].startswith("pytest")
-    wheel = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]
-    assert wheel["packages"] == ["my_game"]
-    assert wheel["force-include"] == {"openenv.yaml": "my_game/openenv.yaml"}
-    assert pyproject["tool"]["pytest"]["ini_options"]["pythonpath"] == ["."]
+    setuptools = pyproject["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"my_game": ".", "my_game.server": "server"}
+    assert pyproject["tool"]["setuptools"]["package-data"] == {"my_game": ["openenv.yaml"]}
     # Outside any workspace, uv takes openenv from the checkout this command runs from, by a
     # relative path (the folder may be committed and cloned beside another clone).
     source = pyproject["tool"]["uv"]["sources"]["openenv"]
     assert source == {"path": relative_checkout(generated), "editable": True}
     assert not Path(source["path"]).is_absolute()
     assert (generated / source["path"]).resolve() == openenv_source_root().resolve()
+    # server/Dockerfile, as in OpenEnv's layout: the template, installing the package's wheel.
+    dockerfile = (generated / "server" / "Dockerfile").read_text()
+    assert "--find-links /tmp/wheels openenv-my-game" in dockerfile
+    assert '"-m", "my_game.server.app"' in dockerfile
+
+
+def test_package_layout_keeps_the_package_in_its_own_folder(tmp_path: Path) -> None:
+    out = openenv("init", "my_game", "-o", str(tmp_path), "--layout", "package")
+    assert out.returncode == 0, out.stderr
+    generated = tmp_path / "my_game"
+    assert files_in(generated) == PACKAGE_FILES  # no Dockerfile: build and push generate it
+    project = load_project(generated)
+    assert not project.flat and project.package_dir == generated / "my_game"
+    assert project.manifest.app == "my_game.server.app:app"
+    assert project.manifest.client == "my_game.client:MyGameEnv"
+    assert project.scripts == {"server": "my_game.server.app:main"}
+    wheel = project.pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["packages"] == ["my_game"]
+    assert wheel["force-include"] == {"openenv.yaml": "my_game/openenv.yaml"}
+    assert project.pyproject["tool"]["pytest"]["ini_options"]["pythonpath"] == ["."]
+    environment = (generated / "my_game/server/my_game_environment.py").read_text()
+    assert "from ..models import (" in environment and "except ImportError" not in environment
+    for relative in PACKAGE_FILES:
+        assert not re.search(rb"\{\{|\}\}", (generated / relative).read_bytes()), relative
+
+
+def test_unknown_layout_is_a_usage_error(tmp_path: Path) -> None:
+    out = openenv("init", "my_game", "-o", str(tmp_path), "--layout", "nested")
+    assert out.returncode == 2
+    assert "--layout flat or --layout package" in out.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_readme_is_a_space_card_and_documents_the_game(generated: Path) -> None:
@@ -165,7 +207,7 @@ def test_serves_and_plays_over_the_wire(generated: Path) -> None:
         wait_healthy(url, server)
         report = check_server(url, raise_on_failure=False)
         assert report.ok, str(report)
-        with generated_package(generated, "my_game") as game:
+        with generated_package(generated.parent, "my_game") as game:
             with game.MyGameEnv(base_url=url).sync() as env:
                 result = env.reset(seed=11)
                 low, high, hints = result.observation.low, result.observation.high, []
@@ -194,16 +236,16 @@ def test_env_suffix_is_dropped_from_classes_and_distribution(tmp_path: Path) -> 
     out = openenv("init", "board_env", "-o", str(tmp_path))
     assert out.returncode == 0, out.stderr
     root = tmp_path / "board_env"
-    assert (root / "board_env/server/board_environment.py").is_file()
+    assert (root / "server/board_env_environment.py").is_file()  # OpenEnv names it so
     assert (root / "tests/test_board_env.py").is_file()
     project = load_project(root)
     assert project.dist_name == "openenv-board"
     assert project.manifest.client == "board_env.client:BoardEnv"
     assert project.manifest.action == "board_env.models:BoardAction"
-    client = ast.parse((root / "board_env/client.py").read_text())
+    client = ast.parse((root / "client.py").read_text())
     classes = {c.name: ast.unparse(c.bases[0]) for c in client.body if isinstance(c, ast.ClassDef)}
     assert classes == {"BoardEnv": "EnvClient[BoardAction, BoardObservation, BoardState]"}
-    models = ast.parse((root / "board_env/models.py").read_text())
+    models = ast.parse((root / "models.py").read_text())
     names = {c.name for c in models.body if isinstance(c, ast.ClassDef)}
     assert names == {"BoardAction", "BoardObservation", "BoardState"}
 

@@ -26,7 +26,7 @@ from openenv.cli.__main__ import app as openenv_cli
 from tests.support.server import REPO, free_port, stop_process, wait_healthy
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
-SKILL = REPO / "src" / "openenv" / "cli" / "skills" / "openenv" / "SKILL.md"
+SKILL = REPO / "src" / "openenv" / "cli" / "skills" / "openenv-cli" / "SKILL.md"
 TEXT = SKILL.read_text(encoding="utf-8")
 _BLOCK = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.S | re.M)
 _FILE = re.compile(r"\A# file: (\S+)\n")
@@ -61,7 +61,7 @@ def cli(*args: str, cwd: Path, home: Path, timeout: float = 120) -> subprocess.C
 def test_front_matter_names_and_describes_the_skill() -> None:
     assert TEXT.startswith("---\n")
     meta = yaml.safe_load(TEXT.split("---\n", 2)[1])
-    assert meta["name"] == "openenv" == SKILL.parent.name  # agents require the folder name
+    assert meta["name"] == "openenv-cli" == SKILL.parent.name  # agents require the folder name
     assert re.fullmatch(r"[a-z0-9-]{1,64}", meta["name"])
     assert 100 < len(meta["description"]) <= 1024
     assert "Use it when" in meta["description"]
@@ -161,7 +161,7 @@ def test_runnable_snippets_work_in_generated_folders(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     for name in ("reverse_env", "notes_env"):
-        out = cli("init", name, cwd=tmp_path, home=home)
+        out = cli("init", name, "--layout", "package", cwd=tmp_path, home=home)
         assert out.returncode == 0, out.stderr
 
     # Write the file snippets into the folders, as the document lays them out.
@@ -261,10 +261,10 @@ def test_add_in_a_project_links_each_agent(tmp_path: Path) -> None:
         "skills", "add", "--claude", "--codex", "--cursor", "--opencode", cwd=project, home=home
     )
     assert out.returncode == 0, out.stderr
-    central = project / ".agents" / "skills" / "openenv"
+    central = project / ".agents" / "skills" / "openenv-cli"
     assert (central / "SKILL.md").read_text(encoding="utf-8") == TEXT
     for agent in (".claude", ".codex", ".cursor", ".opencode"):
-        _assert_linked(project / agent / "skills" / "openenv", central)
+        _assert_linked(project / agent / "skills" / "openenv-cli", central)
     assert not any(home.iterdir())  # nothing outside the project
     assert str(central / "SKILL.md") in out.stdout
 
@@ -273,7 +273,7 @@ def test_add_without_agents_writes_only_the_shared_copy(tmp_path: Path) -> None:
     out = cli("skills", "add", cwd=tmp_path, home=tmp_path / "home")
     assert out.returncode == 0, out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [".agents"]
-    assert (tmp_path / ".agents" / "skills" / "openenv" / "SKILL.md").is_file()
+    assert (tmp_path / ".agents" / "skills" / "openenv-cli" / "SKILL.md").is_file()
     assert "--claude" in out.stderr  # says how to link it
 
 
@@ -283,9 +283,9 @@ def test_add_global_uses_the_home_folder(tmp_path: Path) -> None:
     home.mkdir()
     out = cli("skills", "add", "-g", "--claude", "--opencode", cwd=project, home=home)
     assert out.returncode == 0, out.stderr
-    central = home / ".agents" / "skills" / "openenv"
-    _assert_linked(home / ".claude" / "skills" / "openenv", central)
-    _assert_linked(home / ".config" / "opencode" / "skills" / "openenv", central)
+    central = home / ".agents" / "skills" / "openenv-cli"
+    _assert_linked(home / ".claude" / "skills" / "openenv-cli", central)
+    _assert_linked(home / ".config" / "opencode" / "skills" / "openenv-cli", central)
     assert not (home / ".opencode").exists()
     assert not any(project.iterdir())
 
@@ -293,27 +293,27 @@ def test_add_global_uses_the_home_folder(tmp_path: Path) -> None:
 def test_an_installed_skill_is_replaced_only_with_force(tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert cli("skills", "add", "--claude", cwd=tmp_path, home=home).returncode == 0
-    skill = tmp_path / ".agents" / "skills" / "openenv" / "SKILL.md"
+    skill = tmp_path / ".agents" / "skills" / "openenv-cli" / "SKILL.md"
     skill.write_text("edited\n")
     again = cli("skills", "add", "--claude", cwd=tmp_path, home=home)
     assert again.returncode == 1
     assert "already installed" in again.stderr and "--force" in again.stderr
     assert skill.read_text() == "edited\n"  # untouched
     # A real folder where the link goes is in the way too.
-    (tmp_path / ".cursor" / "skills" / "openenv").mkdir(parents=True)
+    (tmp_path / ".cursor" / "skills" / "openenv-cli").mkdir(parents=True)
     blocked = cli("skills", "add", "--cursor", cwd=tmp_path, home=home)
     assert blocked.returncode == 1
     forced = cli("skills", "add", "--claude", "--cursor", "--force", cwd=tmp_path, home=home)
     assert forced.returncode == 0, forced.stderr
     assert skill.read_text(encoding="utf-8") == TEXT
-    _assert_linked(tmp_path / ".cursor" / "skills" / "openenv", skill.parent)
+    _assert_linked(tmp_path / ".cursor" / "skills" / "openenv-cli", skill.parent)
 
 
 def test_dest_writes_directly_and_refuses_agent_flags(tmp_path: Path) -> None:
     dest = tmp_path / "agent-skills"
     out = cli("skills", "add", "--dest", str(dest), cwd=tmp_path, home=tmp_path / "home")
     assert out.returncode == 0, out.stderr
-    written = dest / "openenv" / "SKILL.md"
+    written = dest / "openenv-cli" / "SKILL.md"  # the folder OpenEnv writes too
     assert not written.parent.is_symlink()
     assert written.read_text(encoding="utf-8") == TEXT
     assert not (tmp_path / ".agents").exists()

@@ -16,6 +16,7 @@ from .errors import (
     DiscoveryWarning,
     EnvironmentImportError,
     EnvironmentNotFoundError,
+    HubUnavailableError,
 )
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "EnvInfo",
     "EnvironmentImportError",
     "EnvironmentNotFoundError",
+    "HubUnavailableError",
     "discover",
     "find_environment",
     "normalize_env_name",

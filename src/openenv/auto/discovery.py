@@ -93,7 +93,7 @@ class EnvInfo:
             "name": self.name,
             "distribution": self.distribution,
             "package": self.package,
-            "module": self.package,
+            "module": self.client.partition(":")[0],  # OpenEnv's: the client's module
             "version": self.version,
             "description": self.description,
             "client": self.client,
@@ -352,6 +352,29 @@ def _inspect(dist: md.Distribution, dist_name: str) -> EnvInfo:
     key = normalize_env_name(raw_name)
     if not key:
         raise _Skip(f"{manifest_path}: 'name' is empty", manifest_path)
+    return env_info(
+        key,
+        package,
+        manifest,
+        distribution=dist_name,
+        version=dist.version or (manifest.version if manifest else None) or "0.0.0",
+        description=(manifest.description if manifest else None) or dist.metadata["Summary"] or "",
+        manifest_path=manifest_path,
+    )
+
+
+def env_info(
+    key: str,
+    package: str,
+    manifest: Optional[EnvManifest],
+    *,
+    distribution: str,
+    version: str,
+    description: str,
+    manifest_path: Optional[Path],
+) -> EnvInfo:
+    """What is known of environment `key` whose import package is `package`: the manifest's
+    `module:Class` strings, else OpenEnv's naming convention (`EchoEnv` in `client`, ...)."""
     pascal = _pascal(key)
     inferred: set[str] = set()
 
@@ -364,9 +387,9 @@ def _inspect(dist: md.Distribution, dist_name: str) -> EnvInfo:
     return EnvInfo(
         env_key=key,
         name=f"{key}_env",
-        distribution=dist_name,
-        version=dist.version or (manifest.version if manifest else None) or "0.0.0",
-        description=(manifest.description if manifest else None) or dist.metadata["Summary"] or "",
+        distribution=distribution,
+        version=version,
+        description=description,
         package=package,
         client=import_string(
             manifest.client if manifest else None, "client", "client", f"{pascal}Env"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional
 
@@ -39,11 +40,29 @@ for _command in (init, serve, validate, build, push, fork, skills, list_envs, ps
     _command.register(app)
 
 
+#: Set to 1 to see the traceback of an unexpected error instead of its one-line summary.
+DEBUG_ENV = "OPENENV_DEBUG"
+
+
+def _debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def main() -> None:
+    """The console script: an unexpected exception becomes one `error:` line and exit code 1
+    (as in OpenEnv); OPENENV_DEBUG=1 shows its traceback instead."""
     try:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:
+        if _debug():
+            raise
+        from openenv.core.errors import exception_message
+
+        message = " ".join(exception_message(exc).split())  # one line, whatever the text
+        print(f"error: {message} (set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

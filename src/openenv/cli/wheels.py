@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,9 +76,45 @@ def build_wheel(source: Path, dest: Path) -> Path:
     return target
 
 
+#: A quoted requirement on the openenv runtime with a version range: "openenv>=0.2.2",
+#: 'openenv-core[x]>=0.2; python_version>"3.9"' (OpenEnv's templates pin its own releases).
+_OPENENV_PIN = re.compile(
+    r"""(["'])\s*openenv(?:[-_.]core)?\s*(\[[^\]"']*\])?\s*[<>=!~][^"';]*(;(?:(?!\1).)*)?\1""",
+    re.I,
+)
+_COPY_SKIP = shutil.ignore_patterns(".venv", "__pycache__", ".git", "build", "dist", "*.egg-info")
+
+
+def unpin_openenv(pyproject: str) -> str:
+    """`pyproject.toml` text with every versioned requirement on `openenv` or `openenv-core`
+    made a plain `openenv`: the image installs the openenv of this checkout, whatever its
+    version, so a range written for OpenEnv's releases ("openenv>=0.2.2") must not refuse it."""
+    return _OPENENV_PIN.sub(
+        lambda m: f"{m.group(1)}openenv{m.group(2) or ''}{m.group(3) or ''}{m.group(1)}", pyproject
+    )
+
+
 def build_project_wheels(project: EnvProject, dest: Path) -> list[Path]:
-    """Wheels of this checkout's `openenv` and of the environment itself, no third-party ones."""
-    return [build_wheel(openenv_source_root(), dest), build_wheel(project.root, dest)]
+    """Wheels of this checkout's `openenv` and of the environment itself, no third-party ones.
+
+    An environment that pins openenv's version (as OpenEnv's `openenv init` writes it) is
+    built from a copy whose pin is removed; its folder is left as it is.
+    """
+    ours = build_wheel(openenv_source_root(), dest)
+    pyproject = project.root / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    unpinned = unpin_openenv(text)
+    if unpinned == text:
+        return [ours, build_wheel(project.root, dest)]
+    console.print(
+        f"[dim]note:[/] {project.dist_name} pins openenv's version; its wheel requires the "
+        f"openenv {openenv.__version__} built here instead"
+    )
+    with tempfile.TemporaryDirectory(prefix="openenv-unpinned-") as scratch:
+        copy = Path(scratch) / project.root.name
+        shutil.copytree(project.root, copy, ignore=_COPY_SKIP, symlinks=True)
+        (copy / "pyproject.toml").write_text(unpinned, encoding="utf-8")
+        return [ours, build_wheel(copy, dest)]
 
 
 def wheel_cache() -> Path:

@@ -115,9 +115,12 @@ def package_manifest(module: str) -> Optional[EnvManifest]:
     if path is None:
         return None
     manifest = load_manifest(path)
-    if manifest.app.partition(":")[0].partition(".")[0] != package:
-        return None
-    return manifest
+    if manifest.app.partition(":")[0].partition(".")[0] == package:
+        return manifest
+    # OpenEnv's flat layout names its app from inside the package folder ('server.app:app').
+    spec = importlib.util.find_spec(package)
+    inside = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    return manifest if is_flat_app(manifest.app) and path.parent in inside else None
 
 
 _FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
@@ -169,13 +172,27 @@ class EnvProject:
         return str(version or "0.0.0")
 
     @property
+    def flat(self) -> bool:
+        """OpenEnv's flat layout: the folder itself is the package (`app: server.app:app`)."""
+        return is_flat_app(self.manifest.app)
+
+    @property
     def package(self) -> str:
-        """Top-level import package of the app ('echo_env')."""
+        """Top-level import package of the installed environment ('echo_env')."""
+        if self.flat:
+            return flat_package_name(self.root, self.pyproject)
         return self.manifest.app.split(":", 1)[0].split(".", 1)[0]
 
     @property
     def package_dir(self) -> Path:
-        return self.root / self.package
+        """The folder holding the package's `__init__.py`, `client.py` and `server/`."""
+        return self.root if self.flat else self.root / self.package
+
+    @property
+    def app_module(self) -> str:
+        """The app's module once installed: 'echo_env.server.app' in either layout."""
+        module = self.manifest.app.split(":", 1)[0]
+        return f"{self.package}.{module}" if self.flat else module
 
     @property
     def scripts(self) -> dict[str, str]:
@@ -193,6 +210,33 @@ class EnvProject:
     def image_name(self) -> str:
         """Default image tag: 'openenv-echo' for 'echo_env'."""
         return "openenv-" + self.manifest.env_key.replace("_", "-")
+
+
+def is_flat_app(app: str) -> bool:
+    """Whether `app` is folder-relative, as in OpenEnv's flat layout ('server.app:app'), where
+    the environment folder itself is the package and is served from inside it."""
+    return app.partition(":")[0].partition(".")[0] == "server"
+
+
+def flat_package_name(root: Path, pyproject: dict[str, Any]) -> str:
+    """The import name a flat-layout folder installs as.
+
+    The `[tool.setuptools] package-dir` entry that maps to the folder itself ('.'), as
+    OpenEnv's template writes it; else the distribution name without 'openenv-'; else the
+    folder's name.
+    """
+    setuptools = pyproject.get("tool", {}).get("setuptools", {})
+    package_dir = setuptools.get("package-dir") if isinstance(setuptools, dict) else None
+    if isinstance(package_dir, dict):
+        for name, where in package_dir.items():
+            if str(where).strip() in (".", "./", "") and str(name).isidentifier():
+                return str(name)
+    dist = str(pyproject.get("project", {}).get("name", ""))
+    stem = re.sub(r"[-.]+", "_", dist.lower())
+    stem = stem[len("openenv_") :] if stem.startswith("openenv_") else stem
+    if stem.isidentifier() and stem != "server":
+        return stem
+    return re.sub(r"\W", "_", root.name)
 
 
 def load_project(path: Path) -> EnvProject:

@@ -96,7 +96,7 @@ class AppTarget:
 
 def resolve_app(target: str) -> AppTarget:
     """The app behind an environment name, folder or import string; `SpecError` otherwise."""
-    from openenv.core.manifest import ManifestError, load_manifest, load_project
+    from openenv.core.manifest import ManifestError, is_flat_app, load_manifest, load_project
 
     path = Path(target).expanduser()
     if path.is_dir():
@@ -115,7 +115,10 @@ def resolve_app(target: str) -> AppTarget:
     if info is not None:
         if info.manifest_path is not None:
             with contextlib.suppress(ManifestError):
-                return AppTarget(load_manifest(info.manifest_path).app, None, info.env_key)
+                app = load_manifest(info.manifest_path).app
+                if is_flat_app(app):  # OpenEnv's flat layout, installed as `info.package`
+                    app = f"{info.package}.{app}"
+                return AppTarget(app, None, info.env_key)
         return AppTarget(f"{info.package}.server.app:app", None, info.env_key)
     if "/" not in target and importlib.util.find_spec(target.split(".", 1)[0]) is not None:
         return AppTarget(f"{target}.server.app:app", None, target)

@@ -25,6 +25,8 @@ from openenv.core.manifest import (
     MANIFEST_NAME,
     EnvManifest,
     ManifestError,
+    flat_package_name,
+    is_flat_app,
     own_dockerfile,
     split_front_matter,
 )
@@ -146,8 +148,15 @@ class _FolderChecker:
         )
 
     @property
+    def flat(self) -> bool:
+        """OpenEnv's flat layout: `app: server.app:app`, the folder itself is the package."""
+        return self.manifest is not None and is_flat_app(self.manifest.app)
+
+    @property
     def package(self) -> str:
         """The import package: from the manifest's app, else the script entry, else the folder."""
+        if self.flat:
+            return flat_package_name(self.root, self.pyproject or {})
         if self.manifest is not None:
             return self.manifest.app.split(":", 1)[0].split(".", 1)[0]
         script = self.scripts.get("server", "")
@@ -158,6 +167,15 @@ class _FolderChecker:
         if self.manifest is not None:
             return self.manifest.app.split(":", 1)[0]
         return f"{self.package}.server.app"
+
+    @property
+    def package_dir(self) -> Path:
+        return self.root if self.flat else self.root / self.package
+
+    @property
+    def installed_app_module(self) -> str:
+        """The app's module once the package is installed ('my_env.server.app' when flat)."""
+        return f"{self.package}.{self.app_module}" if self.flat else self.app_module
 
     @property
     def app_file(self) -> Path:
@@ -222,18 +240,20 @@ class _FolderChecker:
         self.add("pyproject", description, True, f"distribution {name}")
 
     def check_entry_point(self) -> None:
-        expected = f"{self.app_module}:main"
+        expected = f"{self.installed_app_module}:main"
+        # The flat layout's app also imports as 'server.app' from inside the folder.
+        accepted = {expected, f"{self.app_module}:main"}
         description = "[project.scripts] server points at main() of the package's server app"
         entry = self.scripts.get("server")
         if self.pyproject is None:
             details = "pyproject.toml could not be read (see pyproject)"
         elif entry is None:
             details = f'add [project.scripts] server = "{expected}" to pyproject.toml'
-        elif entry.replace(" ", "") != expected:
+        elif entry.replace(" ", "") not in accepted:
             details = f"server = {entry!r}; expected {expected!r}"
         else:
             details = f"server = {entry!r}"
-        ok = entry is not None and entry.replace(" ", "") == expected
+        ok = entry is not None and entry.replace(" ", "") in accepted
         self.add("server_entry_point", description, ok, details, expected=expected, actual=entry)
 
     def check_dependency(self) -> None:
@@ -256,9 +276,13 @@ class _FolderChecker:
             )
 
     def check_layout(self) -> None:
-        package_dir = self.root / self.package
+        package_dir = self.package_dir
         wanted = ["__init__.py", "client.py", "server/__init__.py", "server/app.py"]
-        description = f"the package folder has {', '.join(wanted)}"
+        where = (
+            "the environment folder (OpenEnv's flat layout)" if self.flat else "the package folder"
+        )
+        description = f"{where} has {', '.join(wanted)}"
+        shown = "./" if self.flat else f"{self.package}/"
         if not package_dir.is_dir():
             self.add(
                 "package_layout",
@@ -273,11 +297,11 @@ class _FolderChecker:
                 "package_layout",
                 description,
                 False,
-                f"{self.package}/ lacks {', '.join(missing)}",
+                f"{shown} lacks {', '.join(missing)}",
                 actual={"missing": missing},
             )
         else:
-            self.add("package_layout", description, True, f"{self.package}/ is complete")
+            self.add("package_layout", description, True, f"{shown} is complete")
 
     def check_app(self) -> None:
         path = self.app_file
@@ -334,7 +358,7 @@ class _FolderChecker:
 
     def check_models(self) -> None:
         description = "the action and observation models are in models.py or come from openenv"
-        package_dir = self.root / self.package
+        package_dir = self.package_dir
         for candidate in (package_dir / "models.py", package_dir / "models" / "__init__.py"):
             if candidate.is_file():
                 self.add(
@@ -365,7 +389,8 @@ class _FolderChecker:
                 "package_models",
                 description,
                 False,
-                f"no {self.package}/models.py, and the server app imports no Action and "
+                f"no {'' if self.flat else self.package + '/'}models.py, and the server app "
+                "imports no Action and "
                 "Observation classes from openenv: define the environment's models in models.py",
             )
 
@@ -569,6 +594,8 @@ def serve_folder(root: Path | str, start_timeout_s: float = 60.0) -> Iterator[st
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
     env.setdefault("OPENENV_LOG_LEVEL", "warning")
     env["PYTHONUNBUFFERED"] = "1"
+    # The traceback, not the CLI's one-line summary: startup_error reads the file and line.
+    env["OPENENV_DEBUG"] = "1"
     command = [sys.executable, "-m", "openenv.cli", "serve", str(root)]
     command += ["--host", "127.0.0.1", "--port", str(port)]
     isolation: dict[str, Any] = (

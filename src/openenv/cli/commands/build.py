@@ -27,7 +27,7 @@ from ..base_image import (
     build_base_image,
     image_exists,
 )
-from ..dockerfile import BUILDER_LABEL, DEFAULT_BASE_IMAGE, project_dockerfile
+from ..dockerfile import BUILDER_LABEL, DEFAULT_BASE_IMAGE, project_dockerfile, render_dockerfile
 from ..wheels import WheelError, collect_wheels
 
 _SKIP = shutil.ignore_patterns(
@@ -87,20 +87,27 @@ def ensure_base_image(client: Any, image: str, *, rebuild: bool, suite: str) -> 
     return image_python(client, image)
 
 
-def stage_files(project: EnvProject, dest: Path) -> Path:
+def stage_files(project: EnvProject, dest: Path, *, use_template: bool = False) -> Path:
     """Copy the environment's files to `dest` and write the Dockerfile there; returns its path.
 
-    The Dockerfile is the environment's own when it ships one, else the template's.
+    The Dockerfile is the environment's own when it ships one (unless `use_template`), else
+    the template's.
     """
     shutil.copytree(project.root, dest, ignore=_SKIP, dirs_exist_ok=True)
     dockerfile = dest / "Dockerfile"
-    dockerfile.write_text(project_dockerfile(project), encoding="utf-8")
+    if use_template:
+        text = render_dockerfile(project.dist_name, project.package, port=project.manifest.port)
+    else:
+        text = project_dockerfile(project)
+    dockerfile.write_text(text, encoding="utf-8")
     return dockerfile
 
 
-def stage_context(project: EnvProject, dest: Path, python_version: str) -> Path:
+def stage_context(
+    project: EnvProject, dest: Path, python_version: str, *, use_template: bool = False
+) -> Path:
     """Fill `dest` with the build context, wheels included; returns the Dockerfile's path."""
-    dockerfile = stage_files(project, dest)
+    dockerfile = stage_files(project, dest, use_template=use_template)
     try:
         collect_wheels(project, dest / "wheels", python_version=python_version)
     except WheelError as exc:
@@ -187,6 +194,12 @@ def register(app: typer.Typer) -> None:
         base_only: bool = typer.Option(
             False, "--base-only", help="Only make sure the base image exists (make it if not)."
         ),
+        use_template: bool = typer.Option(
+            False,
+            "--use-template",
+            help="Build with the Dockerfile template even if the folder ships its own (such as "
+            "the server/Dockerfile of OpenEnv's `openenv init`, which downloads while building).",
+        ),
     ) -> None:
         """Build a Docker image of an environment, with its wheels prepared on this host."""
         if base_only:
@@ -207,7 +220,7 @@ def register(app: typer.Typer) -> None:
         args.setdefault("BASE_IMAGE", base_image)
         with tempfile.TemporaryDirectory(prefix="openenv-build-") as work:
             context = Path(work) / "context"
-            dockerfile = stage_context(project, context, python)
+            dockerfile = stage_context(project, context, python, use_template=use_template)
             wheels = len(list((context / "wheels").glob("*.whl")))
             console.print(f"Staged {project.root.name} with {wheels} wheels for Python {python}")
             if keep_context is not None:

@@ -36,7 +36,21 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 #: Template file (under templates/env) -> path in the new folder; `{package}`, `{key}` filled in.
-FILES: tuple[tuple[str, str], ...] = (
+#: OpenEnv's flat layout (the default): the folder is the package, its app is `server.app:app`.
+FLAT_FILES: tuple[tuple[str, str], ...] = (
+    ("flat/pyproject.toml.tmpl", "pyproject.toml"),
+    ("flat/openenv.yaml.tmpl", "openenv.yaml"),
+    ("README.md.tmpl", "README.md"),
+    ("package/__init__.py.tmpl", "__init__.py"),
+    ("package/models.py.tmpl", "models.py"),
+    ("package/client.py.tmpl", "client.py"),
+    ("package/server/__init__.py.tmpl", "server/__init__.py"),
+    ("flat/app.py.tmpl", "server/app.py"),
+    ("package/server/environment.py.tmpl", "server/{package}_environment.py"),
+    ("tests/test_env.py.tmpl", "tests/test_{package}.py"),
+)
+#: The package layout (`--layout package`): the package in a folder of its own.
+PACKAGE_FILES: tuple[tuple[str, str], ...] = (
     ("pyproject.toml.tmpl", "pyproject.toml"),
     ("openenv.yaml.tmpl", "openenv.yaml"),
     ("README.md.tmpl", "README.md"),
@@ -48,6 +62,9 @@ FILES: tuple[tuple[str, str], ...] = (
     ("package/server/environment.py.tmpl", "{package}/server/{key}_environment.py"),
     ("tests/test_env.py.tmpl", "tests/test_{package}.py"),
 )
+LAYOUTS = {"flat": FLAT_FILES, "package": PACKAGE_FILES}
+#: Kept for callers of the package layout's table by its old name.
+FILES = PACKAGE_FILES
 
 #: What the example game is about, for pyproject.toml, openenv.yaml, the README and /metadata.
 DESCRIPTION = "Guess a secret number in as few tries as possible."
@@ -214,7 +231,37 @@ def uv_sources(target: Path) -> str:
     return f"[tool.uv.sources]\nopenenv = {{ path = {quoted}, editable = true }}"
 
 
-def template_values(names: EnvNames, target: Path) -> dict[str, str]:
+_MODELS = ("Action", "Hint", "Observation", "State")
+
+
+def _layout_values(names: EnvNames, layout: str) -> dict[str, str]:
+    """What differs between the layouts: module paths and how the server imports the models."""
+    prefix = names.prefix
+    listed = "".join(f"    {prefix}{model},\n" for model in _MODELS)
+    if layout == "flat":
+        module = f"{names.package}_environment"
+        imports = (
+            f"try:  # installed: the package `{names.package}`\n"
+            f"    from ..models import (\n{listed.replace('    ', '        ')}    )\n"
+            "except ImportError:  # served from the folder, where `server` is the top package\n"
+            f"    from models import (  # type: ignore[no-redef]\n"
+            f"{listed.replace('    ', '        ')}    )\n"
+        )
+        return {
+            "environment_module": module,
+            "environment_imports": imports,
+            "test_app": "server.app:app",
+            "source_prefix": "",
+        }
+    return {
+        "environment_module": f"{names.key}_environment",
+        "environment_imports": f"from ..models import (\n{listed})\n",
+        "test_app": f"{names.package}.server.app:app",
+        "source_prefix": f"{names.package}/",
+    }
+
+
+def template_values(names: EnvNames, target: Path, layout: str = "flat") -> dict[str, str]:
     # The card's look is picked from the name, so the same name always renders the same files.
     pick = zlib.crc32(names.package.encode())
     color_from = _COLORS[pick % len(_COLORS)]
@@ -232,6 +279,7 @@ def template_values(names: EnvNames, target: Path) -> dict[str, str]:
         "emoji": _EMOJIS[pick % len(_EMOJIS)],
         "color_from": color_from,
         "color_to": color_to,
+        **_layout_values(names, layout),
     }
 
 
@@ -247,16 +295,21 @@ def render(text: str, values: dict[str, str], source: str) -> str:
     return _PLACEHOLDER.sub(fill, text).rstrip("\n") + "\n"
 
 
-def render_files(names: EnvNames, target: Path) -> dict[str, str]:
+def render_files(names: EnvNames, target: Path, layout: str = "flat") -> dict[str, str]:
     """Relative path -> text of every file of the new environment folder."""
     templates = resources.files("openenv.cli") / "templates" / "env"
-    values = template_values(names, target)
+    values = template_values(names, target, layout)
     files = {
         dest.format(package=names.package, key=names.key): render(
             templates.joinpath(*source.split("/")).read_text(encoding="utf-8"), values, source
         )
-        for source, dest in FILES
+        for source, dest in LAYOUTS[layout]
     }
+    if layout == "flat":
+        # OpenEnv's layout ships its Dockerfile in server/; this one is the template's.
+        from ..dockerfile import render_dockerfile
+
+        files["server/Dockerfile"] = render_dockerfile(names.dist, names.package)
     return files
 
 
@@ -401,6 +454,12 @@ def register(app: typer.Typer) -> None:
             "-o",
             help="Folder to create NAME in (default: the current one); created if missing.",
         ),
+        layout: str = typer.Option(
+            "flat",
+            "--layout",
+            help="'flat' (OpenEnv's: models.py, client.py and server/ in the folder, app "
+            "server.app:app) or 'package' (the package in NAME/NAME, app NAME.server.app:app).",
+        ),
     ) -> None:
         """Create a new environment: models, client, server, tests, Dockerfile, README.
 
@@ -414,11 +473,13 @@ def register(app: typer.Typer) -> None:
                 f"Try `openenv init {suggest_name(name)}`.",
                 code=2,
             )
+        if layout not in LAYOUTS:
+            fail(f"unknown --layout {layout!r}.", "Use --layout flat or --layout package.", 2)
         target = (output_dir.expanduser() / name).resolve()
         _check_target(target)
         names = EnvNames(name)
         try:
-            files = render_files(names, target)
+            files = render_files(names, target, layout)
             write_atomically(target, files)
         except OSError as exc:
             fail(

@@ -366,12 +366,13 @@ def register(app: typer.Typer) -> None:
 
         from huggingface_hub import HfApi
 
-        api = HfApi(token=require_token())
-        # Asked first, before the slow staging: checks the token and that the Hub answers.
-        target = full_repo_id(repo_id or manifest.name, hub_user(api))
         with tempfile.TemporaryDirectory(prefix="openenv-push-") as scratch:
             folder = stage_dir if stage_dir is not None else Path(scratch) / "space"
+            # The folder is checked (staged, its wheel built) before a token is asked for, so
+            # a broken environment says so whether or not you are logged in.
             staged = _stage(project, folder, **options)
+            api = HfApi(token=require_token())
+            target = full_repo_id(repo_id or manifest.name, hub_user(api))
             pr_url = _upload(
                 api,
                 target,

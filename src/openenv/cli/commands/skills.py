@@ -1,8 +1,9 @@
 """`openenv skills`: install the openenv skill (SKILL.md) for coding agents.
 
-One copy lives in `.agents/skills/openenv/` (of the project, or of the home folder with
+One copy lives in `.agents/skills/openenv-cli/` (of the project, or of the home folder with
 `--global`) and each agent's skills folder links to it, so updating the skill updates every
-agent. The document ships with openenv (`openenv/cli/skills/openenv/SKILL.md`).
+agent; the folders are the ones OpenEnv's `openenv skills add` uses. The document ships with
+openenv (`openenv/cli/skills/openenv-cli/SKILL.md`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import typer
 
 from .._output import console, fail, success
 
-SKILL_NAME = "openenv"
+SKILL_NAME = "openenv-cli"
 SKILL_FILE = "SKILL.md"
 #: The shared copy, relative to the project or the home folder.
 CENTRAL_DIR = Path(".agents") / "skills"
@@ -114,12 +115,12 @@ def register(app: typer.Typer) -> None:
         dest: Optional[Path] = typer.Option(
             None,
             "--dest",
-            help="Skills folder to write openenv/SKILL.md into directly, with no shared copy "
+            help="Skills folder to write openenv-cli/SKILL.md into directly, with no shared copy "
             "and no links (e.g. ~/.claude/skills).",
         ),
         force: bool = typer.Option(False, "--force", help="Replace an installed skill."),
     ) -> None:
-        """Install the skill in .agents/skills/openenv and link it from each agent's skills."""
+        """Install the skill in .agents/skills/openenv-cli and link it from each agent's skills."""
         chosen = [
             name
             for name, flag in (
