@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any, Generic, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 from openenv.core.utils import run_coroutine_sync
 
@@ -70,15 +70,35 @@ def resolve_provider(provider: Any, default: str) -> tuple[Any, bool]:
     return provider, False
 
 
-class PendingClient(Generic[C]):
-    """A client whose environment starts when it is awaited, entered or made sync."""
+class PendingClient(Coroutine[Any, Any, C]):
+    """A client whose environment starts when it is awaited, entered or made sync.
+
+    It is also a coroutine, as OpenEnv's factory handle is: `asyncio.run(Env.from_env(...))`
+    gives a connected client, which sync code may go on using (it moves to its own loop).
+    """
 
     def __init__(self, create: Callable[[], Coroutine[Any, Any, C]]) -> None:
         self._create = create
         self._client: Optional[C] = None
+        self._driven: Optional[Coroutine[Any, Any, C]] = None
 
     def __await__(self) -> Generator[Any, None, C]:
         return self._connected().__await__()
+
+    def _coroutine(self) -> Coroutine[Any, Any, C]:
+        if self._driven is None:
+            self._driven = self._connected()
+        return self._driven
+
+    def send(self, value: Any) -> Any:
+        return self._coroutine().send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._coroutine().throw(*args)
+
+    def close(self) -> None:
+        if self._driven is not None:
+            self._driven.close()
 
     async def _connected(self) -> C:
         client = await self._create()
