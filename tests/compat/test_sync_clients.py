@@ -76,3 +76,30 @@ def runs(
 )
 def test_openenv_sync_snippet(runs: dict[str, Any], run: str) -> None:
     assert runs[run] == EXPECTED
+
+
+def test_after_asyncio_run_an_openenv_server_session_is_not_silently_replaced(
+    published_server: RunningServer,
+) -> None:
+    """Connected inside `asyncio.run()`, then used from sync code. An OpenEnv server cannot resume
+    the session, and OpenEnv's client would carry on in a fresh one (the episode gone, its step
+    count back to 0); ours says the session is lost, and `reset()` starts a new episode."""
+    import asyncio
+
+    from openenv.core import GenericEnvClient
+    from openenv.core.errors import SessionLostError
+
+    env = GenericEnvClient(base_url=published_server.url)
+
+    async def episode() -> int:
+        await env.connect()
+        await env.reset()
+        await env.step({"type": "call_tool", "tool_name": "echo_message", "arguments": {}})
+        return int((await env.state())["step_count"])
+
+    assert asyncio.run(episode()) == 1
+    with pytest.raises(SessionLostError, match="reset"):
+        env.state()
+    assert env.reset().metadata["status"] == "ready"
+    assert env.state()["step_count"] == 0
+    env.close()

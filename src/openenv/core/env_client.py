@@ -1,4 +1,6 @@
-"""`EnvClient`: the async WebSocket client a trainer uses to drive one environment session.
+"""`EnvClient`: the WebSocket client a trainer uses to drive one environment session.
+
+Its methods serve sync and async code alike, as OpenEnv 0.10's do (rules: client_modes.py).
 
 Against an openenv server the client negotiates the `openenv.v1` subprotocol and then tags every
 request with an id: replies are matched by id (a timed-out request never shifts later replies),
@@ -74,7 +76,8 @@ def _resolve_mode(mode: str | None, default: str = "simulation") -> str:
 
 
 class EnvClient(Generic[ActT, ObsT, StateT]):
-    """Async client for one environment session over `/ws`.
+    """Client for one environment session over `/ws`, from async code (`async with`, `await
+    env.reset()`) or sync code (`with`, `env.reset()`), whichever uses it first.
 
     Subclasses name their types, e.g. `class MyEnv(EnvClient[MyAction, MyObservation, MyState])`,
     and parsing follows; `_step_payload`, `_parse_result` and `_parse_state` stay overridable.
@@ -579,8 +582,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._reader = self._recovering = None
         self._pending = {}
         self._lock = self._connect_lock = None
-        if ws is not None and not self._closing:
+        if ws is None or self._closing:
+            return
+        if self.resume and self._session_id is not None:
             await self._recover()
+            return
+        self._mark_lost()
+        self._lost_session = "(connected on an event loop that has ended)"
 
     async def _wait_connected(self, kind: str) -> None:
         await self._leave_foreign_loop()

@@ -2,7 +2,8 @@
 
 `EnvClient.from_env`, `EnvClient.from_docker_image` and `AutoEnv.from_env` (without a base URL)
 come here. The returned `PendingClient` is what OpenEnv's factories return across versions:
-`await` it for a connected async client, `async with` it, or call `.sync()` for a blocking one.
+`await` it for a connected async client, `async with` it, call `.sync()` for a blocking one, or
+`asyncio.run()` it (a connected client that sync code may go on using).
 Whichever way, closing the client stops the environment it started.
 """
 
