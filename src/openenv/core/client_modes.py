@@ -72,8 +72,8 @@ class DeferredResult(Generic[T]):
         return self._value
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)  # copy/pickle probes must not run the call
+        if name.startswith("_"):
+            raise AttributeError(name)  # introspection (copy, pickle, ...) must not run the call
         return getattr(self._resolve(), name)
 
     def __bool__(self) -> bool:

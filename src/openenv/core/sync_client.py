@@ -20,10 +20,11 @@ StateT = TypeVar("StateT")
 
 
 class SyncEnvClient(Generic[ActT, ObsT, StateT]):
-    """Runs the wrapped async client on a private event loop thread.
+    """Runs the wrapped client on a private event loop thread.
 
-    Every coroutine method of the async client is available as a blocking method
-    (`reset`, `step`, `state`, and e.g. `list_tools` / `call_tool` on MCP clients).
+    Every coroutine method of the client is available as a blocking method with its exact
+    return type (`reset`, `step`, `state`, and e.g. `list_tools` / `call_tool` on MCP clients).
+    The client used from sync code without this wrapper runs on the same thread.
     """
 
     def __init__(self, async_client: EnvClient[ActT, ObsT, StateT]) -> None:
