@@ -60,13 +60,16 @@ def test_typed_episode_in_a_plain_with_block(counter_server):
 
 
 def test_calls_without_with_then_close(echo_server):
+    threads = _loop_threads()
     before = _active(echo_server.url)
     env = EchoEnv(base_url=echo_server.url)
     assert env.reset().observation.echoed_message == READY
+    assert _loop_threads() == threads + 1  # sync calls run on the client's own loop thread
     assert env.step(_echo("no with")).observation.result == "no with"
     assert env.state().step_count == 1
     assert env.close() is None
     assert _active(echo_server.url) == before
+    assert _loop_threads() == threads
 
 
 def test_the_same_client_runs_episode_after_episode(counter_server):
@@ -212,7 +215,7 @@ def test_client_connected_in_asyncio_run_continues_its_session_in_sync_code(coun
     env.close()
 
 
-def test_factory_handle_from_sync_code(echo_server):
+def test_factory_handle_from_sync_code():
     """OpenEnv 0.10's factory handle: `asyncio.run(...)` it or `.sync()` it; closing the client
     stops the environment it started."""
     env = asyncio.run(EchoEnv.from_env("echo"))
