@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import httpx
-import pytest
 
 from echo_env import CallToolAction, EchoEnv
 from openenv.core.client_types import StepResult
@@ -142,11 +141,15 @@ def test_sync_client(echo_server):
     assert _active(echo_server.url) == before
 
 
-def test_plain_with_on_async_client_points_to_sync():
-    client = EchoEnv(base_url="http://127.0.0.1:9")
-    with pytest.raises(TypeError, match=r"\.sync\(\)"):
-        with client:
-            pass
+def test_plain_with_is_sync_code(echo_server):
+    """As in OpenEnv 0.10, the client itself serves sync code: no `.sync()` needed."""
+    before = _active(echo_server.url)
+    with EchoEnv(base_url=echo_server.url) as client:
+        assert client.reset().observation.echoed_message == READY
+        assert client.step(_hello()).observation.result == HELLO
+        assert client.state().step_count == 1
+        assert _active(echo_server.url) == before + 1
+    assert _active(echo_server.url) == before
 
 
 def _run_example(code: str, url: str) -> subprocess.CompletedProcess[str]:

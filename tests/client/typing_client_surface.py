@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from typing_extensions import assert_type
 
 from openenv.core import EnvClient
@@ -27,3 +29,15 @@ def sync_types(client: CounterClient) -> None:
 async def async_types(client: CounterClient) -> None:
     assert_type(await client.reset(), StepResult[CounterObservation])
     assert_type(await client.state(), CounterState)
+    async with client as entered:
+        assert_type(entered, CounterClient)
+        assert_type(await entered.step(CounterAction(delta=1)), StepResult[CounterObservation])
+
+
+def plain_sync_types(client: CounterClient) -> None:
+    """Sync code without `.sync()` (OpenEnv's way): results are read through `Any`."""
+    with client as env:
+        assert_type(env, CounterClient)
+        assert_type(env.reset().observation, Any)
+        assert_type(env.step(CounterAction(delta=1)).reward, Any)
+    env.close()

@@ -1,7 +1,7 @@
 """The client code of OpenEnv's chess_env README, run against this chess environment.
 
-The snippet is OpenEnv's, with one change: OpenEnv 0.10's client also works as a plain
-`with ChessEnv(...) as env:` block, this package's client is made blocking with `.sync()`.
+The snippet is OpenEnv's, unchanged: the plain `with ChessEnv(...) as env:` block and calls
+without `await`, as OpenEnv 0.10's client allows, work with this package's client too.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def base_url() -> Iterator[str]:
 
 
 def test_readme_quick_start(base_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with ChessEnv(base_url=base_url).sync() as env:
+    with ChessEnv(base_url=base_url) as env:
         # Reset for a new game
         result = env.reset()
         print(f"Starting position: {result.observation.fen}")
@@ -51,7 +51,7 @@ def test_readme_quick_start(base_url: str, capsys: pytest.CaptureFixture[str]) -
 def test_readme_observation_and_rewards(base_url: str) -> None:
     """The README's observation table (fen, legal_moves, is_check, done, reward, result) and its
     illegal-move reward."""
-    with ChessEnv(base_url=base_url).sync() as env:
+    with ChessEnv(base_url=base_url) as env:
         result = env.reset()
         obs = result.observation
         assert isinstance(obs.fen, str) and isinstance(obs.legal_moves, list)
@@ -68,7 +68,7 @@ def test_readme_observation_and_rewards(base_url: str) -> None:
 
 
 def test_readme_check_is_reported(base_url: str) -> None:
-    with ChessEnv(base_url=base_url).sync() as env:
+    with ChessEnv(base_url=base_url) as env:
         # White to move is in check from the bishop on b4.
         result = env.reset(fen="rnbqk1nr/pppp1ppp/8/4p3/1b1P4/8/PPP1PPPP/RNBQKBNR w KQkq - 1 3")
         assert result.observation.is_check is True

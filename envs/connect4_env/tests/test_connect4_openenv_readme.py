@@ -1,8 +1,8 @@
 """The client code OpenEnv's connect4_env documents (its client's and package's docstrings),
 run against this Connect Four environment.
 
-OpenEnv 0.10's client also works as a plain `with Connect4Env(...) as client:` block; this
-package's client is made blocking with `.sync()`.
+The snippets are OpenEnv's, unchanged: a plain `with Connect4Env(...) as client:` block and
+calls without `await` work with this package's client as with OpenEnv 0.10's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def base_url() -> Iterator[str]:
 
 
 def test_client_docstring_example(base_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with Connect4Env(base_url=base_url).sync() as client:
+    with Connect4Env(base_url=base_url) as client:
         result = client.reset()
         print(result.observation.board)
 
@@ -38,7 +38,7 @@ def test_client_docstring_example(base_url: str, capsys: pytest.CaptureFixture[s
 
 
 def test_package_docstring_example_and_state(base_url: str) -> None:
-    env = Connect4Env(base_url=base_url).sync()
+    env = Connect4Env(base_url=base_url)
     # Reset and interact
     result = env.reset()
     result = env.step(Connect4Action(column=2))
@@ -54,7 +54,7 @@ def test_package_docstring_example_and_state(base_url: str) -> None:
 
 def test_openenv_two_player_game(base_url: str) -> None:
     """Without an opponent the board alternates 1 and -1 and the mover gets +1 for four."""
-    with Connect4Env(base_url=base_url).sync() as client:
+    with Connect4Env(base_url=base_url) as client:
         result = client.reset(opponent="none")
         assert result.observation.metadata["next_player"] == 1
         for column in (3, 4, 3, 4, 3, 4):

@@ -3,7 +3,7 @@
 "Example Gameplay" (x is the row: DOWN moves from (0,0) to (1,0); -0.1 per step, +1.0 and done
 at (4,4)).
 
-OpenEnv 0.10's client also answers plain calls; this package's is made blocking with `.sync()`.
+The client code is OpenEnv's, unchanged: plain calls without `await`, as with OpenEnv 0.10.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def base_url() -> Iterator[str]:
 
 
 def test_readme_example_gameplay(base_url: str) -> None:
-    with GridWorldEnv(base_url=base_url).sync() as env:
+    with GridWorldEnv(base_url=base_url) as env:
         # 1. Reset: Agent at (0,0) -> Obs(x=0, y=0, reward=0.0, done=False)
         result = env.reset()
         obs = result.observation
@@ -55,7 +55,7 @@ def test_readme_example_gameplay(base_url: str) -> None:
 def test_readme_moves_are_clamped_and_plain_strings_work(base_url: str) -> None:
     """ "An action always moves the agent one step ... unless it would move off the grid, in
     which case the agent stays in its current cell"; the wire form is {"action": "UP"}."""
-    with GridWorldEnv(base_url=base_url).sync() as env:
+    with GridWorldEnv(base_url=base_url) as env:
         env.reset()
         result = env.step(GridWorldAction(action="UP"))
         assert (result.observation.x, result.observation.y) == (0, 0)

@@ -1,8 +1,8 @@
 """The client code of OpenEnv's maze_env README, run against this maze environment.
 
-The snippets are OpenEnv's, with one change: OpenEnv 0.10's client also answers plain calls
-(`env = MazeEnv(base_url=...); env.reset()`), this package's client is made blocking with
-`.sync()`. The README's Docker variant (`MazeEnv.from_docker_image(...)`) is the same loop.
+The snippets are OpenEnv's, unchanged: plain calls without `await`
+(`env = MazeEnv(base_url=...); env.reset()`) work with this package's client as with OpenEnv
+0.10's. The README's Docker variant (`MazeEnv.from_docker_image(...)`) is the same loop.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def base_url() -> Iterator[str]:
 
 
 def test_readme_quick_start(base_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    env = MazeEnv(base_url=base_url).sync()
+    env = MazeEnv(base_url=base_url)
     try:
         # Reset to start a new episode
         result = env.reset()
@@ -63,7 +63,7 @@ def test_readme_quick_start(base_url: str, capsys: pytest.CaptureFixture[str]) -
 
 def test_readme_connecting_to_an_existing_server(base_url: str) -> None:
     # Connect to existing server
-    env = MazeEnv(base_url=base_url).sync()
+    env = MazeEnv(base_url=base_url)
 
     # Use as normal
     result = env.reset()
@@ -80,7 +80,7 @@ def test_readme_connecting_to_an_existing_server(base_url: str) -> None:
 def test_readme_layout_rewards_and_state(base_url: str) -> None:
     """The README's maze, action numbers, rewards and state fields."""
     walls = [[int(v) for v in line.split()] for line in README_MAZE.strip().splitlines()]
-    with MazeEnv(base_url=base_url).sync() as env:
+    with MazeEnv(base_url=base_url) as env:
         result = env.reset()
         assert result.metadata["maze"] == walls
         assert result.metadata["exit_cell"] == [7, 7] and result.metadata["status"] == "playing"

@@ -1,4 +1,6 @@
-"""`EnvClient`: the async WebSocket client a trainer uses to drive one environment session.
+"""`EnvClient`: the WebSocket client a trainer uses to drive one environment session.
+
+Its methods serve sync and async code alike, as OpenEnv 0.10's do (rules: client_modes.py).
 
 Against an openenv server the client negotiates the `openenv.v1` subprotocol and then tags every
 request with an id: replies are matched by id (a timed-out request never shifts later replies),
@@ -15,8 +17,10 @@ import itertools
 import logging
 import os
 import typing
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from .client_modes import DeferredResult, ExecutionMode, MaybeAwaitable, MixedModesError
 from .client_types import StepResult
 from .env_server.types import Observation, State
 from .errors import (
@@ -59,6 +63,7 @@ logger = logging.getLogger("openenv.client")
 ActT = TypeVar("ActT")
 ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
+T = TypeVar("T")
 
 _MODES = ("simulation", "production")
 
@@ -71,7 +76,8 @@ def _resolve_mode(mode: str | None, default: str = "simulation") -> str:
 
 
 class EnvClient(Generic[ActT, ObsT, StateT]):
-    """Async client for one environment session over `/ws`.
+    """Client for one environment session over `/ws`, from async code (`async with`, `await
+    env.reset()`) or sync code (`with`, `env.reset()`), whichever uses it first.
 
     Subclasses name their types, e.g. `class MyEnv(EnvClient[MyAction, MyObservation, MyState])`,
     and parsing follows; `_step_payload`, `_parse_result` and `_parse_state` stay overridable.
@@ -150,6 +156,10 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._session_info: dict[str, Any] = {}
         self._attach_session_id: str | None = None
         self._sync_client: SyncEnvClient[ActT, ObsT, StateT] | None = None
+        #: "sync" or "async" once the client is first used (see client_modes.py).
+        self._execution_mode: ExecutionMode | None = None
+        #: The event loop the connection and its reader task belong to.
+        self._ws_loop: asyncio.AbstractEventLoop | None = None
 
     # -- properties ---------------------------------------------------------------------
 
@@ -206,8 +216,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             headers[RESUME_TOKEN_HEADER] = str(token)
         return headers
 
-    async def connect(self) -> EnvClient[ActT, ObsT, StateT]:
-        """Open the connection (idempotent); a session is created or attached on the server."""
+    async def _connect_async(self) -> Self:
+        await self._leave_foreign_loop()
         if self._ws is not None:
             return self
         if self._connect_lock is None:
@@ -218,13 +228,14 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             self._closing = False
             ws = await self._open(self._attach_session_id)
             self._ws = ws
+            self._ws_loop = asyncio.get_running_loop()
             self._extended = ws.subprotocol == SUBPROTOCOL
             if self._extended:
                 self._reader = asyncio.get_running_loop().create_task(self._read_loop(ws))
         return self
 
-    async def disconnect(self) -> None:
-        """End the session: send `close` and close the connection."""
+    async def _disconnect_async(self) -> None:
+        await self._leave_foreign_loop()
         self._closing = True
         ws, self._ws = self._ws, None
         if self._recovering is not None:
@@ -244,10 +255,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._session_id = None
         self._lost_session = None
 
-    async def close(self) -> None:
-        """Disconnect and stop the environment (process, sandbox, container) this client
-        started, if any."""
-        await self.disconnect()
+    async def _close_async(self) -> None:
+        await self._disconnect_async()
         provider, self._provider = self._provider, None
         env, self._started_env = self._started_env, None
         if provider is None:
@@ -329,28 +338,115 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         died.__cause__ = exc
         return died
 
-    async def __aenter__(self) -> EnvClient[ActT, ObsT, StateT]:
-        return await self.connect()
+    async def __aenter__(self) -> Self:
+        self._claim_mode("async")
+        return await self._connect_async()
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
+        await self._close_async()
 
-    def __enter__(self) -> Any:
-        raise TypeError(
-            f"{type(self).__name__} is async: use 'async with {type(self).__name__}(...)' or "
-            f"'with {type(self).__name__}(...).sync() as client:'"
-        )
+    def __enter__(self) -> Self:
+        """Sync code: `with EchoEnv(base_url=url) as env:` connects on the private loop thread."""
+        self._run_blocking(self._connect_async)
+        return self
 
-    def __exit__(self, *exc: Any) -> None:  # pragma: no cover - __enter__ always raises
-        return None
+    def __exit__(self, *exc: Any) -> None:
+        self._run_blocking(self._close_async, last=True)
 
     def sync(self) -> SyncEnvClient[ActT, ObsT, StateT]:
-        """A blocking wrapper around this client (`with EchoEnv(...).sync() as env:`)."""
+        """A blocking wrapper with exact static types (`with EchoEnv(...).sync() as env:`);
+        it also makes every coroutine method blocking (`list_tools`, `call_tool`, ...)."""
         from .sync_client import SyncEnvClient
 
         if self._sync_client is None:
             self._sync_client = SyncEnvClient(self)
         return self._sync_client
+
+    # -- one client for sync and async code (see client_modes.py) ----------------------------
+
+    def _claim_mode(self, mode: ExecutionMode) -> None:
+        """Fix the client to sync or async callers on first use; refuse the other kind."""
+        if self._execution_mode is None:
+            self._execution_mode = mode
+        elif self._execution_mode != mode:
+            name = type(self).__name__
+            raise MixedModesError(
+                f"This {name} is used from {self._execution_mode} code and cannot also be used "
+                f"from {mode} code: its connection lives on one event loop. Use a separate "
+                f"{name} for the {mode} code."
+            )
+
+    def _run_blocking(
+        self,
+        start: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        handoff: bool = False,
+        last: bool = False,
+    ) -> T:
+        """Run `start()` on the private loop thread (the `.sync()` machinery) and wait.
+
+        `handoff`: a client used async whose loop has ended (no loop runs here) may move to
+        sync use. `last`: the client is closed, so stop its loop thread too.
+        """
+        if handoff and self._execution_mode == "async":
+            self._execution_mode = "sync"
+        self._claim_mode("sync")
+        wrapper = self.sync()
+        try:
+            return wrapper._run(start())
+        finally:
+            if last:
+                wrapper._stop_loop()
+
+    def _dispatch(self, start: Callable[[], Coroutine[Any, Any, T]], *, last: bool = False) -> Any:
+        """The result in sync code, an awaitable in async code (rules: client_modes.py)."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        mode = self._execution_mode
+        if loop is None:
+            return self._run_blocking(start, handoff=True, last=last)
+        if mode == "async":
+            return start()
+        if mode == "sync":
+            private = self._sync_client._loop if self._sync_client is not None else None
+            if loop is private:
+                return start()  # a call made by the client's own code on its loop thread
+            # Sync code that runs inside an event loop (a notebook cell): block it.
+            return self._run_blocking(start, last=last)
+        return DeferredResult(self, start, last=last)
+
+    # -- the Gym-style API (dual-mode: await it in async code, call it in sync code) ----------
+
+    def connect(self) -> MaybeAwaitable[Self]:
+        """Open the connection (idempotent); a session is created or attached on the server."""
+        return self._dispatch(self._connect_async)
+
+    def disconnect(self) -> MaybeAwaitable[None]:
+        """End the session: send `close` and close the connection."""
+        return self._dispatch(self._disconnect_async)
+
+    def close(self) -> MaybeAwaitable[None]:
+        """Disconnect and stop the environment (process, sandbox, container) this client
+        started, if any."""
+        return self._dispatch(self._close_async, last=True)
+
+    def reset(self, **kwargs: Any) -> MaybeAwaitable[StepResult[ObsT]]:
+        """Start an episode; keyword arguments (seed, episode_id, ...) go to the env's reset."""
+        return self._dispatch(lambda: self._reset_async(**kwargs))
+
+    def step(self, action: ActT, **kwargs: Any) -> MaybeAwaitable[StepResult[ObsT]]:
+        """Apply `action`; keyword arguments (e.g. `timeout_s`) go to the env's step.
+
+        OpenEnv's plain protocol has no place for them: against such a server they raise
+        TypeError rather than being dropped.
+        """
+        return self._dispatch(lambda: self._step_async(action, **kwargs))
+
+    def state(self) -> MaybeAwaitable[StateT]:
+        """The environment's state."""
+        return self._dispatch(self._state_async)
 
     # -- extended protocol: id-tagged requests and resume ---------------------------------
 
@@ -443,6 +539,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 return
             self._session_info = first.data
             self._ws = ws
+            self._ws_loop = asyncio.get_running_loop()
             self._reader = asyncio.get_running_loop().create_task(self._read_loop(ws))
             logger.info("Resumed session %s after a dropped connection", session_log_id(session_id))
             for rid in sorted(self._pending):
@@ -468,7 +565,33 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             if not fut.done():
                 fut.set_exception(exc)
 
+    async def _leave_foreign_loop(self) -> None:
+        """Move the connection to the running event loop if it was made on another one.
+
+        A client connected inside `asyncio.run()` and then used from sync code (its private
+        loop thread) cannot use that loop's socket, reader task or locks here. The socket is
+        left behind and the session resumed on this loop (the server hands the session to the
+        new connection); without resume the session is lost and only `reset()` continues.
+        """
+        loop = asyncio.get_running_loop()
+        old = self._ws_loop
+        if old is None or old is loop:
+            return
+        self._ws_loop = None
+        ws, self._ws = self._ws, None
+        self._reader = self._recovering = None
+        self._pending = {}
+        self._lock = self._connect_lock = None
+        if ws is None or self._closing:
+            return
+        if self.resume and self._session_id is not None:
+            await self._recover()
+            return
+        self._mark_lost()
+        self._lost_session = "(connected on an event loop that has ended)"
+
     async def _wait_connected(self, kind: str) -> None:
+        await self._leave_foreign_loop()
         if self._ws is None and self._recovering is not None and not self._recovering.done():
             await asyncio.shield(self._recovering)
         if self._ws is None:
@@ -480,7 +603,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                     "SESSION_NOT_FOUND",
                 )
             self._lost_session = None
-            await self.connect()
+            await self._connect_async()
 
     async def _request(
         self, kind: RequestKind, data: Any = None, options: dict[str, Any] | None = None
@@ -533,7 +656,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._ws is None:
-                await self.connect()
+                await self._connect_async()
             ws = self._ws
             assert ws is not None
             try:
@@ -567,23 +690,17 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         except ValueError as exc:
             raise ProtocolViolationError(str(exc)) from None
 
-    # -- the Gym-style API --------------------------------------------------------------
+    # -- the async implementations behind the dual-mode methods ------------------------------
 
-    async def reset(self, **kwargs: Any) -> StepResult[ObsT]:
-        """Start an episode; keyword arguments (seed, episode_id, ...) go to the env's reset."""
+    async def _reset_async(self, **kwargs: Any) -> StepResult[ObsT]:
         reply = await self._request("reset", kwargs)
         return self._parse_result(reply.data)
 
-    async def step(self, action: ActT, **kwargs: Any) -> StepResult[ObsT]:
-        """Apply `action`; keyword arguments (e.g. `timeout_s`) go to the env's step.
-
-        OpenEnv's plain protocol has no place for them: against such a server they raise
-        TypeError rather than being dropped.
-        """
+    async def _step_async(self, action: ActT, **kwargs: Any) -> StepResult[ObsT]:
         reply = await self._request("step", self._step_payload(action), kwargs or None)
         return self._parse_result(reply.data)
 
-    async def state(self) -> StateT:
+    async def _state_async(self) -> StateT:
         reply = await self._request("state")
         return self._parse_state(reply.data)
 

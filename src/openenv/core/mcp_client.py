@@ -25,9 +25,11 @@ from .env_server.mcp_types import (
 from .env_server.types import Observation, State
 
 if TYPE_CHECKING:
+    import asyncio
     import ssl
 
     import httpx
+    from typing_extensions import Self
 from .errors import (
     ProtocolViolationError,
     ServerError,
@@ -88,14 +90,21 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
         #: True: tools over HTTP `/mcp`; False: tools as steps over `/ws`. Settable at any time.
         self.use_production_mode = True
         self._http_client: httpx.AsyncClient | None = None
+        self._http_loop: asyncio.AbstractEventLoop | None = None
         self._production_session_id: str | None = None
 
     # -- HTTP JSON-RPC (production mode) -----------------------------------------------
 
     async def _rpc(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        import asyncio
+
         import httpx  # on first use: httpx (and its CLI's imports) cost ~0.3 s at import
 
+        if self._http_client is not None and self._http_loop is not asyncio.get_running_loop():
+            # Made on another event loop (async use that ended, then sync use): unusable here.
+            self._http_client = None
         if self._http_client is None:
+            self._http_loop = asyncio.get_running_loop()
             self._http_client = httpx.AsyncClient(
                 transport=(
                     # A Unix socket carries plain HTTP: no TLS context (the transport would
@@ -147,16 +156,16 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
             self._production_session_id = str(result["session_id"])
         return self._production_session_id
 
-    async def connect(self) -> MCPClientBase:
+    async def _connect_async(self) -> Self:
         if self.use_production_mode and self._ws is None:
             # The WebSocket attaches to the same server session as the HTTP tool calls.
             self._attach_session_id = await self._ensure_mcp_session()
-        await super().connect()
+        await super()._connect_async()
         return self
 
-    async def close(self) -> None:
+    async def _close_async(self) -> None:
         sid, self._production_session_id = self._production_session_id, None
-        await super().close()
+        await super()._close_async()
         if self._http_client is not None:
             if sid is not None:
                 try:

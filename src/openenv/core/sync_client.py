@@ -20,10 +20,11 @@ StateT = TypeVar("StateT")
 
 
 class SyncEnvClient(Generic[ActT, ObsT, StateT]):
-    """Runs the wrapped async client on a private event loop thread.
+    """Runs the wrapped client on a private event loop thread.
 
-    Every coroutine method of the async client is available as a blocking method
-    (`reset`, `step`, `state`, and e.g. `list_tools` / `call_tool` on MCP clients).
+    Every coroutine method of the client is available as a blocking method with its exact
+    return type (`reset`, `step`, `state`, and e.g. `list_tools` / `call_tool` on MCP clients).
+    The client used from sync code without this wrapper runs on the same thread.
     """
 
     def __init__(self, async_client: EnvClient[ActT, ObsT, StateT]) -> None:
@@ -55,42 +56,55 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
             return self._loop
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            self._client._claim_mode("sync")
+        except BaseException:
+            coro.close()
+            raise
         loop = self._ensure_loop()
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
+    def _stop_loop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(5.0)
+        loop.close()
+
     def connect(self) -> SyncEnvClient[ActT, ObsT, StateT]:
-        self._run(self._client.connect())
+        self._run(self._client._connect_async())
         return self
 
     def disconnect(self) -> None:
-        self._run(self._client.disconnect())
+        self._run(self._client._disconnect_async())
 
     def reset(self, **kwargs: Any) -> StepResult[ObsT]:
-        return self._run(self._client.reset(**kwargs))
+        return self._run(self._client._reset_async(**kwargs))
 
     def step(self, action: ActT, **kwargs: Any) -> StepResult[ObsT]:
-        return self._run(self._client.step(action, **kwargs))
+        return self._run(self._client._step_async(action, **kwargs))
 
     def state(self) -> StateT:
-        return self._run(self._client.state())
+        return self._run(self._client._state_async())
 
     def close(self) -> None:
         """Close the client, then stop the loop thread."""
-        loop, thread = self._loop, self._thread
+        loop = self._loop
         if loop is None or not loop.is_running():
             # Never used, but it may own a started environment: stop that all the same.
             from .utils import run_coroutine_sync
 
-            run_coroutine_sync(self._client.close())
+            self._client._claim_mode("sync")
+            run_coroutine_sync(self._client._close_async())
             return
         try:
-            self._run(self._client.close())
+            self._run(self._client._close_async())
         finally:
-            loop.call_soon_threadsafe(loop.stop)
-            if thread is not None:
-                thread.join(5.0)
-            loop.close()
-            self._loop = self._thread = None
+            self._stop_loop()
 
     def __enter__(self) -> SyncEnvClient[ActT, ObsT, StateT]:
         return self.connect()

@@ -2,7 +2,8 @@
 
 `EnvClient.from_env`, `EnvClient.from_docker_image` and `AutoEnv.from_env` (without a base URL)
 come here. The returned `PendingClient` is what OpenEnv's factories return across versions:
-`await` it for a connected async client, `async with` it, or call `.sync()` for a blocking one.
+`await` it for a connected async client, `async with` it, call `.sync()` for a blocking one, or
+`asyncio.run()` it (a connected client that sync code may go on using).
 Whichever way, closing the client stops the environment it started.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any, Generic, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 from openenv.core.utils import run_coroutine_sync
 
@@ -70,15 +71,35 @@ def resolve_provider(provider: Any, default: str) -> tuple[Any, bool]:
     return provider, False
 
 
-class PendingClient(Generic[C]):
-    """A client whose environment starts when it is awaited, entered or made sync."""
+class PendingClient(Coroutine[Any, Any, C]):
+    """A client whose environment starts when it is awaited, entered or made sync.
+
+    It is also a coroutine, as OpenEnv's factory handle is: `asyncio.run(Env.from_env(...))`
+    gives a connected client, which sync code may go on using (it moves to its own loop).
+    """
 
     def __init__(self, create: Callable[[], Coroutine[Any, Any, C]]) -> None:
         self._create = create
         self._client: Optional[C] = None
+        self._driven: Optional[Coroutine[Any, Any, C]] = None
 
     def __await__(self) -> Generator[Any, None, C]:
         return self._connected().__await__()
+
+    def _coroutine(self) -> Coroutine[Any, Any, C]:
+        if self._driven is None:
+            self._driven = self._connected()
+        return self._driven
+
+    def send(self, value: Any) -> Any:
+        return self._coroutine().send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._coroutine().throw(*args)
+
+    def close(self) -> None:
+        if self._driven is not None:
+            self._driven.close()
 
     async def _connected(self) -> C:
         client = await self._create()
