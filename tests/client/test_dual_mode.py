@@ -65,7 +65,7 @@ def test_calls_without_with_then_close(echo_server):
     env = EchoEnv(base_url=echo_server.url)
     assert env.reset().observation.echoed_message == READY
     assert _loop_threads() == threads + 1  # sync calls run on the client's own loop thread
-    assert env.step(_echo("no with")).observation.result == "no with"
+    assert env.step(_echo("no with")).observation.result["data"] == "no with"
     assert env.state().step_count == 1
     assert env.close() is None
     assert _active(echo_server.url) == before
@@ -100,7 +100,7 @@ def test_mcp_client_in_sync_code_tools_stay_async_as_in_openenv(echo_server):
         tools = env.list_tools()
         assert inspect.iscoroutine(tools)
         tools.close()
-        assert env.step(_echo("via step")).observation.result == "via step"
+        assert env.step(_echo("via step")).observation.result["data"] == "via step"
     with MCPToolClient(base_url=echo_server.url).sync() as env:
         assert env.call_tool("echo_message", message="blocking") == "blocking"
 
@@ -221,7 +221,7 @@ def test_factory_handle_from_sync_code():
     env = asyncio.run(EchoEnv.from_env("echo"))
     url = env.base_url
     assert env.reset().observation.echoed_message == READY
-    assert env.step(_echo("factory")).observation.result == "factory"
+    assert env.step(_echo("factory")).observation.result["data"] == "factory"
     env.close()
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{url}/health", timeout=2)

@@ -146,7 +146,7 @@ def test_plain_with_is_sync_code(echo_server):
     before = _active(echo_server.url)
     with EchoEnv(base_url=echo_server.url) as client:
         assert client.reset().observation.echoed_message == READY
-        assert client.step(_hello()).observation.result == HELLO
+        assert client.step(_hello()).observation.result["data"] == HELLO
         assert client.state().step_count == 1
         assert _active(echo_server.url) == before + 1
     assert _active(echo_server.url) == before
