@@ -10,9 +10,10 @@ on all of them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -177,6 +178,33 @@ class MCPEnvironment(Environment):
         #: The session that tools' `ctx.get_state` / `ctx.set_state` use: one per environment
         #: instance, which is one server session (HTTP, WebSocket or MCP).
         self._tool_state_session = f"openenv-{uuid.uuid4().hex}"
+
+    # -- OpenEnv's in-process client -----------------------------------------------------
+
+    @property
+    def mcp_client(self) -> Any:
+        """A fastmcp `Client` on this environment's server, as OpenEnv's environments hold one;
+        made on first use (tools are called without it here), None once closed."""
+        if "_mcp_client" not in self.__dict__:
+            if self.mcp_server is None:
+                return None
+            from fastmcp import Client
+
+            self.__dict__["_mcp_client"] = Client(self.mcp_server)
+        return self.__dict__["_mcp_client"]
+
+    @mcp_client.setter
+    def mcp_client(self, value: Any) -> None:
+        self.__dict__["_mcp_client"] = value
+
+    @contextlib.asynccontextmanager
+    async def mcp_session(self) -> AsyncIterator[Any]:
+        """`async with env.mcp_session() as client:` an open fastmcp client on the tools."""
+        client = self.mcp_client
+        if client is None:
+            raise RuntimeError("the MCP client is not available: the environment is closed")
+        async with client:
+            yield client
 
     # -- mode-aware tools -------------------------------------------------------------
 
@@ -357,3 +385,4 @@ class MCPEnvironment(Environment):
 
     def close(self) -> None:
         self.mcp_server = None  # type: ignore[assignment]
+        self.mcp_client = None
