@@ -9,7 +9,7 @@ import pytest
 
 from atari_env import AtariAction, AtariEnv, decode_frame
 from atari_env.server.atari_environment import AtariEnvironment, downscale_frame
-from openenv.core.errors import InvalidRequestError
+from openenv.core.errors import InvalidActionError, InvalidRequestError
 from openenv.testing import check_env, running_server
 
 APP = "atari_env.server.app:app"
@@ -165,3 +165,39 @@ async def test_invalid_actions_and_options(server: str) -> None:
             assert info.value.data["errors"][0]["loc"] == [list(options)[-1]]
         await env.reset(max_episode_steps=0)  # no limit, as in OpenEnv
         assert (await env.state()).max_episode_steps is None
+
+
+def test_openenv_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenEnv's ATARI_* variables set the defaults; arguments and reset options win."""
+    for name, value in {
+        "ATARI_GAME": "breakout",
+        "ATARI_OBS_TYPE": "grayscale",
+        "ATARI_FULL_ACTION_SPACE": "true",
+        "ATARI_MODE": "4",
+        "ATARI_DIFFICULTY": "1",
+        "ATARI_REPEAT_ACTION_PROB": "0.25",
+        "ATARI_FRAMESKIP": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    env = AtariEnvironment(frame_format="zlib")
+    obs = env.reset(seed=0)
+    state = env.state
+    assert (state.game_name, state.obs_type, state.full_action_space) == (
+        "breakout",
+        "grayscale",
+        True,
+    )
+    assert (state.mode, state.difficulty, state.repeat_action_probability) == (4, 1, 0.25)
+    assert obs.screen_shape == [210, 160] and len(obs.legal_actions) == 18
+    frames = env.step(AtariAction(action_id=0)).episode_frame_number - obs.episode_frame_number
+    assert frames == 2  # ATARI_FRAMESKIP
+    env.reset(game_name="pong", mode=0, difficulty=0, frameskip=4)
+    assert (env.state.game_name, env.state.mode, env.state.frameskip) == ("pong", 0, 4)
+    with pytest.raises(InvalidActionError, match="mode"):  # breakout's mode 4 is not pong's
+        AtariEnvironment("pong").reset()
+    monkeypatch.delenv("ATARI_MODE")
+    monkeypatch.delenv("ATARI_DIFFICULTY")
+    assert AtariEnvironment("pong", obs_type="rgb").reset().screen_shape == [210, 160, 3]
+    monkeypatch.setenv("ATARI_FRAMESKIP", "four")
+    with pytest.raises(ValueError, match="ATARI_FRAMESKIP"):
+        AtariEnvironment()
