@@ -74,7 +74,9 @@ def test_observations_carry_openenv_fields(seen: dict[str, Any]) -> None:
 
 def test_out_of_range_action_is_an_error_and_the_game_goes_on(seen: dict[str, Any]) -> None:
     invalid = seen["invalid"]
-    assert invalid is not None and "action_id" in invalid["message"]
+    # the published client raises RuntimeError for any server error, OpenEnv's own included
+    assert invalid is not None and invalid["type"] == "RuntimeError"
+    assert "action_id" in invalid["message"] and "VALIDATION_ERROR" in invalid["message"]
     after = seen["after_invalid"]
     assert after["observation"]["episode_frame_number"] == 4 * 4 and not after["done"]
 
