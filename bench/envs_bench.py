@@ -53,7 +53,8 @@ TARGETS: dict[str, tuple[str, dict[str, Any], Picker]] = {
     "echo": ("echo_env.server.app:app", {}, _echo),
     "chess": ("chess_env.server.app:app", {"opponent": "random"}, _chess),
     "blackjack": ("openspiel_env.server.app:app", {"game": "blackjack"}, _legal_id),
-    "atari": ("atari_env.server.app:app", {"game": "pong"}, _legal_id),
+    # base64 frames, as the atari_env client asks for (plain clients get 100,800-int lists)
+    "atari": ("atari_env.server.app:app", {"game": "pong", "frame_format": "base64"}, _legal_id),
 }
 
 

@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import base64
 import zlib
+from typing import Any
 
 import numpy as np
 
 from openenv.core import EnvClient
+from openenv.core.client_types import StepResult
 
 from .models import AtariAction, AtariObservation, AtariState
+
+#: The frame format this client asks for when the caller names none: a fraction of the JSON
+#: of OpenEnv's flat int list, and `obs.screen` still gives that list (decoded on access).
+CLIENT_FRAME_FORMAT = "base64"
 
 
 def decode_frame(observation: AtariObservation) -> np.ndarray:
     """The observation's frame as a numpy array of `frame_shape` and `frame_dtype`, whatever
     its `frame_format`."""
     dtype = np.dtype(observation.frame_dtype)
-    shape = tuple(observation.frame_shape)
+    shape = tuple(observation.frame_shape or observation.screen_shape)
     if observation.frame_format == "list":
-        if observation.frame is None:
+        if observation.screen_values is None:
             raise ValueError("the observation carries no frame")
-        return np.asarray(observation.frame, dtype=dtype).reshape(shape)
+        return np.asarray(observation.screen_values, dtype=dtype).reshape(shape)
     if observation.frame_b64 is None:
         raise ValueError("the observation carries no frame")
     raw = base64.b64decode(observation.frame_b64)
@@ -32,6 +38,13 @@ def decode_frame(observation: AtariObservation) -> np.ndarray:
 class AtariEnv(EnvClient[AtariAction, AtariObservation, AtariState]):
     """`reset(game="breakout", seed=0, obs_type="grayscale", frame_format="zlib")`, then
     `step(AtariAction(action_id=1))`; `AtariEnv.decode(obs)` (or `decode_frame(obs)`) gives the
-    frame as a numpy array."""
+    frame as a numpy array, `obs.screen` the flat list OpenEnv's client gives.
+
+    Unless `reset` names a `frame_format`, this client asks for "base64" frames (clients that
+    name none, such as OpenEnv's, get the "list" form)."""
 
     decode = staticmethod(decode_frame)
+
+    async def _reset_async(self, **kwargs: Any) -> StepResult[AtariObservation]:
+        kwargs.setdefault("frame_format", CLIENT_FRAME_FORMAT)
+        return await super()._reset_async(**kwargs)

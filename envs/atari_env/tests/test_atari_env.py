@@ -9,7 +9,7 @@ import pytest
 
 from atari_env import AtariAction, AtariEnv, decode_frame
 from atari_env.server.atari_environment import AtariEnvironment, downscale_frame
-from openenv.core.errors import InvalidRequestError
+from openenv.core.errors import InvalidActionError, InvalidRequestError
 from openenv.testing import check_env, running_server
 
 APP = "atari_env.server.app:app"
@@ -29,7 +29,9 @@ def breakout_server() -> Iterator[str]:
 
 def test_passes_the_environment_checker() -> None:
     samples = [AtariAction(action_id=a) for a in (0, 1, 2, 3)]
-    report = check_env(AtariEnvironment, sample_actions=samples)
+    # base64 frames: the checker validates every observation against the schema, and a
+    # 100,800-int list (the default, OpenEnv's form) makes that slow
+    report = check_env(lambda: AtariEnvironment(frame_format="base64"), sample_actions=samples)
     assert report.ok, str(report)
 
 
@@ -37,7 +39,9 @@ def test_passes_the_environment_checker_until_game_over() -> None:
     # Breakout without firing after a life is lost ends quickly only with FIRE; cut it instead.
     samples = [AtariAction(action_id=1), AtariAction(action_id=2)]
     report = check_env(
-        lambda: AtariEnvironment("breakout", max_episode_steps=20), sample_actions=samples, steps=30
+        lambda: AtariEnvironment("breakout", frame_format="zlib", max_episode_steps=20),
+        sample_actions=samples,
+        steps=30,
     )
     assert report.ok, str(report)
     assert "step_after_done" in str(report)
@@ -55,8 +59,9 @@ async def test_pong_frames_decode(server: str) -> None:
     async with AtariEnv(base_url=server) as env:
         result = await env.reset(seed=0)
         obs = result.observation
-        assert obs.game == "pong" and result.reward is None and not result.done
-        assert obs.frame_format == "base64" and obs.frame is None
+        # this client asks for base64 frames when the caller names no format
+        assert obs.game == "pong" and result.reward == 0.0 and not result.done
+        assert obs.frame_format == "base64" and obs.screen_values is None
         assert obs.action_meanings[:2] == ["NOOP", "FIRE"]
         assert obs.legal_actions == list(range(len(obs.action_meanings)))
         frame = decode_frame(obs)
@@ -68,11 +73,18 @@ async def test_pong_frames_decode(server: str) -> None:
         assert small.shape == (105, 80) and result.observation.frame_shape == [105, 80]
         assert len(result.observation.frame_b64) < 5000  # compressed
 
-        result = await env.reset(seed=0, frame_format="list")
+        result = await env.reset(seed=0, frame_format="list")  # OpenEnv's flat int list
         listed = decode_frame(result.observation)
         assert result.observation.frame_b64 is None
-        assert isinstance(result.observation.frame, list) and len(result.observation.frame) == 210
+        flat = result.observation.screen_values
+        assert isinstance(flat, list) and len(flat) == 210 * 160 * 3
+        assert result.observation.screen is flat
+        assert result.observation.screen_shape == [210, 160, 3]
         assert np.array_equal(listed, frame)
+        assert obs.screen == flat  # decoded from base64 on access
+
+        result = await env.reset(seed=0, obs_type="ram", frame_format="zlib")
+        assert result.observation.screen_shape == [128] and len(result.observation.screen) == 128
 
 
 async def test_pong_episode_pays_points(server: str) -> None:
@@ -114,7 +126,7 @@ async def test_breakout_to_game_over(breakout_server: str) -> None:
 
 async def test_seeded_resets_are_deterministic(breakout_server: str) -> None:
     async def run(seed: int) -> tuple[list[str], list[float]]:
-        result = await env.reset(seed=seed, frame_format="zlib")  # sticky actions on (0.25)
+        result = await env.reset(seed=seed, frame_format="zlib", repeat_action_probability=0.25)
         frames, rewards = [result.observation.frame_b64], []
         for i in range(150):
             result = await env.step(AtariAction(action_id=(1, 2, 3)[i % 3]))
@@ -139,7 +151,53 @@ async def test_invalid_actions_and_options(server: str) -> None:
             assert info.value.data["errors"][0]["loc"] == ["action_id"]
         ok = await env.step(AtariAction(action_id=0))
         assert not ok.done and (await env.state()).step_count == 1
-        for options in ({"game": "no_such_game"}, {"obs_type": "ram"}, {"frame_format": "png"}):
+        for options in (
+            {"game": "no_such_game"},
+            {"obs_type": "pixels"},
+            {"frame_format": "png"},
+            {"max_episode_steps": -1},
+            {"mode": 99},
+            {"difficulty": 99},
+            {"obs_type": "ram", "downscale": 2},
+        ):
             with pytest.raises(InvalidRequestError) as info:
                 await env.reset(**options)
-            assert info.value.data["errors"][0]["loc"] == [next(iter(options))]
+            assert info.value.data["errors"][0]["loc"] == [list(options)[-1]]
+        await env.reset(max_episode_steps=0)  # no limit, as in OpenEnv
+        assert (await env.state()).max_episode_steps is None
+
+
+def test_openenv_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenEnv's ATARI_* variables set the defaults; arguments and reset options win."""
+    for name, value in {
+        "ATARI_GAME": "breakout",
+        "ATARI_OBS_TYPE": "grayscale",
+        "ATARI_FULL_ACTION_SPACE": "true",
+        "ATARI_MODE": "4",
+        "ATARI_DIFFICULTY": "1",
+        "ATARI_REPEAT_ACTION_PROB": "0.25",
+        "ATARI_FRAMESKIP": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    env = AtariEnvironment(frame_format="zlib")
+    obs = env.reset(seed=0)
+    state = env.state
+    assert (state.game_name, state.obs_type, state.full_action_space) == (
+        "breakout",
+        "grayscale",
+        True,
+    )
+    assert (state.mode, state.difficulty, state.repeat_action_probability) == (4, 1, 0.25)
+    assert obs.screen_shape == [210, 160] and len(obs.legal_actions) == 18
+    frames = env.step(AtariAction(action_id=0)).episode_frame_number - obs.episode_frame_number
+    assert frames == 2  # ATARI_FRAMESKIP
+    env.reset(game_name="pong", mode=0, difficulty=0, frameskip=4)
+    assert (env.state.game_name, env.state.mode, env.state.frameskip) == ("pong", 0, 4)
+    with pytest.raises(InvalidActionError, match="mode"):  # breakout's mode 4 is not pong's
+        AtariEnvironment("pong").reset()
+    monkeypatch.delenv("ATARI_MODE")
+    monkeypatch.delenv("ATARI_DIFFICULTY")
+    assert AtariEnvironment("pong", obs_type="rgb").reset().screen_shape == [210, 160, 3]
+    monkeypatch.setenv("ATARI_FRAMESKIP", "four")
+    with pytest.raises(ValueError, match="ATARI_FRAMESKIP"):
+        AtariEnvironment()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import ConfigDict
+
 from openenv.core.env_server.types import Action, Observation, State
 
 Color = Literal["white", "black"]
@@ -15,6 +17,9 @@ Color = Literal["white", "black"]
 
 class ChessAction(Action):
     """The agent's move in UCI notation, e.g. `e2e4`, `g1f3`, `e7e8q` (promotion)."""
+
+    #: legal opening moves for white (the agent's default colour), for checkers and tests
+    model_config = ConfigDict(json_schema_extra={"examples": [{"move": "e2e4"}, {"move": "g1f3"}]})
 
     move: str
 

@@ -7,13 +7,18 @@ OpenEnv's maze_env fields keep its names, types and defaults (`action`; `legal_a
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from openenv.core.env_server.types import Action, Observation, State
 
 
 class MazeAction(Action):
     """0 up, 1 down, 2 left, 3 right (up decreases the row)."""
+
+    #: the first moves of the default maze's path from its start, for checkers and tests
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"action": 3}, {"action": 3}, {"action": 1}]}
+    )
 
     action: int = Field(ge=0, le=3)
 

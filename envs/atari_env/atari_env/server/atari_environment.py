@@ -17,10 +17,38 @@ from openenv.core.env_server import Environment, InvalidActionError
 from ..models import AtariAction, AtariObservation, AtariState
 
 DEFAULT_GAME = "pong"
-OBS_TYPES = ("rgb", "grayscale")
+OBS_TYPES = ("rgb", "grayscale", "ram")
 FRAME_FORMATS = ("base64", "zlib", "list")
 #: 108,000 frames (30 minutes of play) at the default frame skip of 4, as in the literature
 DEFAULT_MAX_EPISODE_STEPS = 27_000
+#: OpenEnv's atari_env server settings, read when an environment is built without them
+ENV_VARS = {
+    "game": "ATARI_GAME",
+    "obs_type": "ATARI_OBS_TYPE",
+    "full_action_space": "ATARI_FULL_ACTION_SPACE",
+    "mode": "ATARI_MODE",
+    "difficulty": "ATARI_DIFFICULTY",
+    "repeat_action_probability": "ATARI_REPEAT_ACTION_PROB",
+    "frameskip": "ATARI_FRAMESKIP",
+}
+
+
+def _from_environ(option: str) -> Any:
+    """The value of `option`'s ATARI_* variable (None when unset or blank), typed."""
+    name = ENV_VARS[option]
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        if option == "full_action_space":
+            return raw.lower() in ("1", "true", "yes", "on")
+        if option in ("mode", "difficulty", "frameskip"):
+            return int(raw)
+        if option == "repeat_action_probability":
+            return float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    return raw
 
 
 def _invalid(field: str, message: str) -> InvalidActionError:
@@ -51,10 +79,11 @@ def encode_frame(frame: np.ndarray, frame_format: str) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "frame_format": frame_format,
         "frame_shape": list(frame.shape),
+        "screen_shape": list(frame.shape),
         "frame_dtype": str(frame.dtype),
     }
     if frame_format == "list":
-        fields["frame"] = frame.tolist()
+        fields["screen"] = frame.reshape(-1).tolist()
     else:
         raw = frame.tobytes()
         if frame_format == "zlib":
@@ -69,32 +98,51 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
     Each step repeats the action for `frameskip` frames (with sticky actions: the previous action
     is repeated instead with `repeat_action_probability` each frame) and returns the summed ALE
     reward. The episode ends when the game is over (`terminated`) or after `max_episode_steps`
-    steps (`truncated`)."""
+    steps (`truncated`). Settings not passed come from OpenEnv's `ATARI_*` variables, then
+    OpenEnv's defaults (pong, rgb, minimal action set, frameskip 4, no sticky actions)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(
         self,
-        game: str | None = None,
-        obs_type: str = "rgb",
-        frameskip: int = 4,
-        repeat_action_probability: float = 0.25,
+        game_name: str | None = None,
+        obs_type: str | None = None,
+        full_action_space: bool | None = None,
+        mode: int | None = None,
+        difficulty: int | None = None,
+        repeat_action_probability: float | None = None,
+        frameskip: int | None = None,
         downscale: int = 1,
-        full_action_space: bool = False,
-        frame_format: str = "base64",
+        frame_format: str = "list",
         max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
+        game: str | None = None,
     ) -> None:
         super().__init__()
-        self._defaults: dict[str, Any] = {
-            "game": game or os.environ.get("ATARI_GAME", "").strip() or DEFAULT_GAME,
+        given = {
+            "game": game_name or game,
             "obs_type": obs_type,
-            "frameskip": frameskip,
-            "repeat_action_probability": repeat_action_probability,
-            "downscale": downscale,
             "full_action_space": full_action_space,
+            "mode": mode,
+            "difficulty": difficulty,
+            "repeat_action_probability": repeat_action_probability,
+            "frameskip": frameskip,
+        }
+        fallback = {
+            "game": DEFAULT_GAME,
+            "obs_type": "rgb",
+            "full_action_space": False,
+            "repeat_action_probability": 0.0,
+            "frameskip": 4,
+        }
+        self._defaults: dict[str, Any] = {
+            "downscale": downscale,
             "frame_format": frame_format,
             "max_episode_steps": max_episode_steps,
         }
+        for option, value in given.items():
+            if value is None:
+                value = _from_environ(option)
+            self._defaults[option] = fallback.get(option) if value is None else value
         self._ale: AleAtariEnv | None = None
         self._ale_key: tuple | None = None
         self._meanings: list[str] = []
@@ -104,22 +152,28 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
 
     def _make(self, st: AtariState) -> AleAtariEnv:
         key = (st.game, st.obs_type, st.frameskip, st.repeat_action_probability,
-               st.full_action_space)  # fmt: skip
+               st.full_action_space, st.mode, st.difficulty)  # fmt: skip
         if self._ale is None or self._ale_key != key:
             self.close()
-            self._ale = AleAtariEnv(
-                game=st.game,
-                obs_type=st.obs_type,
-                frameskip=st.frameskip,
-                repeat_action_probability=st.repeat_action_probability,
-                full_action_space=st.full_action_space,
-            )
+            try:
+                self._ale = AleAtariEnv(
+                    game=st.game,
+                    mode=st.mode,
+                    difficulty=st.difficulty,
+                    obs_type=st.obs_type,
+                    frameskip=st.frameskip,
+                    repeat_action_probability=st.repeat_action_probability,
+                    full_action_space=st.full_action_space,
+                )
+            except Exception as exc:  # ale-py names the unsupported mode/difficulty
+                field = "difficulty" if "ifficult" in str(exc) else "mode"
+                raise _invalid(field, f"{st.game}: {exc}") from None
             self._ale_key = key
             self._meanings = list(self._ale.get_action_meanings())
         return self._ale
 
     def _observe(
-        self, frame: np.ndarray, info: dict, reward: float | None, message: str = ""
+        self, frame: np.ndarray, info: dict, reward: float, message: str = ""
     ) -> AtariObservation:
         st = self._state
         st.lives = int(info.get("lives", 0))
@@ -133,6 +187,7 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             terminated=st.terminated,
             truncated=st.truncated,
             episode_frame_number=int(info.get("episode_frame_number", 0)),
+            frame_number=int(info.get("frame_number", 0)),
             message=message,
             done=done,
             reward=reward,
@@ -152,10 +207,13 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         full_action_space: bool | None = None,
         frame_format: str | None = None,
         max_episode_steps: int | None = None,
+        game_name: str | None = None,
+        mode: int | None = None,
+        difficulty: int | None = None,
         **kwargs: Any,
     ) -> AtariObservation:
         given = {
-            "game": game,
+            "game": game or game_name,
             "obs_type": obs_type,
             "frameskip": frameskip,
             "repeat_action_probability": repeat_action_probability,
@@ -163,6 +221,8 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             "full_action_space": full_action_space,
             "frame_format": frame_format,
             "max_episode_steps": max_episode_steps,
+            "mode": mode,
+            "difficulty": difficulty,
         }
         o = {k: self._defaults[k] if v is None else v for k, v in given.items()}
         o["game"] = str(o["game"]).strip().lower()
@@ -185,17 +245,24 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             )
         if int(o["downscale"]) < 1:
             raise _invalid("downscale", "downscale must be a positive integer factor")
-        if o["max_episode_steps"] is not None and int(o["max_episode_steps"]) < 1:
-            raise _invalid("max_episode_steps", "max_episode_steps must be positive")
+        if o["obs_type"] == "ram" and int(o["downscale"]) != 1:
+            raise _invalid("downscale", "RAM observations cannot be downscaled")
+        if o["max_episode_steps"] is not None and int(o["max_episode_steps"]) < 0:
+            raise _invalid("max_episode_steps", "max_episode_steps must be positive (0: no limit)")
+        if o["max_episode_steps"] == 0:
+            o["max_episode_steps"] = None
         self._state = AtariState(
             episode_id=episode_id or str(uuid4()),
             game=o["game"],
+            game_name=o["game"],
             seed=seed,
             obs_type=o["obs_type"],
             frameskip=int(o["frameskip"]),
             repeat_action_probability=float(o["repeat_action_probability"]),
             downscale=int(o["downscale"]),
             full_action_space=bool(o["full_action_space"]),
+            mode=None if o["mode"] is None else int(o["mode"]),
+            difficulty=None if o["difficulty"] is None else int(o["difficulty"]),
             frame_format=o["frame_format"],
             max_episode_steps=None
             if o["max_episode_steps"] is None
@@ -203,7 +270,7 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         )
         ale = self._make(self._state)
         frame, info = ale.reset(seed=seed)
-        return self._observe(frame, info, None, f"{o['game']}: {len(self._meanings)} actions")
+        return self._observe(frame, info, 0.0, f"{o['game']}: {len(self._meanings)} actions")
 
     def step(
         self, action: AtariAction, timeout_s: float | None = None, **kwargs: Any
