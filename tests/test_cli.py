@@ -89,17 +89,22 @@ def test_list_shows_every_reference_environment() -> None:
     assert on_disk <= listed
 
 
-def test_an_unexpected_error_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
+def test_an_unexpected_error_is_one_line_and_exit_code_1() -> None:
     """As in OpenEnv, `main()` does not let an exception escape as a traceback; OPENENV_DEBUG=1
-    shows it. A manifest that is not UTF-8 is one such error today."""
-    (tmp_path / "openenv.yaml").write_bytes(b"name: x\xff\napp: server.app:app\n")
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "openenv-x"\n')
-    command = [OPENENV, "push", str(tmp_path), "--dry-run"]
+    shows it. A command that fails in a way no code path expects stands in for such a bug."""
+    script = (
+        "import sys, openenv.cli.__main__ as cli\n"
+        "def broken():\n"
+        "    raise KeyError('a bug\\nover two lines')\n"
+        "cli.app = broken\n"
+        "cli.main()\n"
+    )
+    command = [sys.executable, "-c", script]
     out = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
-    assert lines[0].startswith("error: UnicodeDecodeError: ")
+    assert lines[0].startswith("error: KeyError: ")
     assert "OPENENV_DEBUG=1" in lines[0] and "Traceback" not in out.stderr
     debug = subprocess.run(
         command,
@@ -110,3 +115,13 @@ def test_an_unexpected_error_is_one_line_and_exit_code_1(tmp_path: Path) -> None
     )
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr
+
+
+def test_a_manifest_that_is_not_utf8_is_a_manifest_error(tmp_path: Path) -> None:
+    (tmp_path / "openenv.yaml").write_bytes(b"name: x\xff\napp: server.app:app\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "openenv-x"\n')
+    out = subprocess.run(
+        [OPENENV, "push", str(tmp_path), "--dry-run"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode != 0
+    assert "not UTF-8" in out.stderr + out.stdout and "Traceback" not in out.stderr

@@ -83,7 +83,11 @@ def load_manifest(path: Path) -> EnvManifest:
         path = path / MANIFEST_NAME
     if not path.is_file():
         raise ManifestError(f"no {MANIFEST_NAME} in {path.parent}: is this an environment folder?")
-    return parse_manifest(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    return parse_manifest(text, str(path))
 
 
 def find_package_manifest(package: str) -> Optional[Path]:
