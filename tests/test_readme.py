@@ -77,7 +77,8 @@ def test_readme_table_lists_every_environment_with_its_types() -> None:
             module, _, cls_name = reference.partition(":")
             assert named[0] == cls_name, (name, cell, reference)
             cls = getattr(importlib.import_module(module), cls_name)
-            assert set(named[1:]) <= set(cls.model_fields), (name, cell)
+            wire_names = {f.alias or key for key, f in cls.model_fields.items()}
+            assert set(named[1:]) <= set(cls.model_fields) | wire_names, (name, cell)
         pyproject = tomllib.loads((manifest_path.parent / "pyproject.toml").read_text())
         deps = {
             re.match(r"[A-Za-z0-9_.-]+", dep).group(0)
