@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 import time
@@ -41,7 +42,8 @@ def echo_image(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> 
     wheels = {path.name.split("-")[0] for path in (context / "wheels").glob("*.whl")}
     # This checkout's openenv, never the published package of the same name.
     assert {"openenv", "openenv_echo", "fastmcp", "uvicorn"} <= wheels
-    assert next((context / "wheels").glob("openenv-*.whl")).name.startswith("openenv-0.1.")
+    ours = importlib.metadata.version("openenv")
+    assert next((context / "wheels").glob("openenv-*.whl")).name.startswith(f"openenv-{ours}-")
     assert (context / "Dockerfile").is_file() and not (context / ".venv").exists()
     # The builder stage's image is removed, not left dangling.
     leftovers = docker_client.images.list(
