@@ -132,7 +132,7 @@ def test_an_init_folder_runs_with_its_own_source_for_openenv(init_folder: Path) 
     with UVProvider() as provider:
         env = run(provider.start(str(init_folder)))
         assert env.info["openenv_source"] is None
-        assert env.info["app"] == "guess_env.server.app:app"
+        assert env.info["app"] == "server.app:app"  # OpenEnv's flat layout, run from the folder
         assert httpx.get(env.base_url + "/health").status_code == 200
 
 
