@@ -6,7 +6,7 @@ wall-clock limits, and reports each as a typed `ExecResult`.
 """
 
 from .limits import SandboxLimits
-from .result import ExecResult, ExecStatus
+from .result import ExecResult, ExecStatus, SandboxError
 from .sandbox import (
     BACKENDS,
     WORKSPACE,
@@ -24,6 +24,7 @@ __all__ = [
     "ExecResult",
     "ExecStatus",
     "Sandbox",
+    "SandboxError",
     "SandboxLimits",
     "SandboxProcess",
     "SandboxUnavailableError",

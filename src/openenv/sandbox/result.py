@@ -7,6 +7,16 @@ from typing import Optional
 
 from pydantic import BaseModel, Field
 
+from ..core.errors import EnvironmentExecutionError
+
+
+class SandboxError(EnvironmentExecutionError):
+    """The sandbox itself failed (not the command): an infrastructure error. Raised by
+    environments so the episode is reported as failed, never scored."""
+
+    def __init__(self, message: str, **extra: object) -> None:
+        super().__init__(message, category="infrastructure", **extra)
+
 
 class ExecStatus(str, Enum):
     """Why a command ended. Only SANDBOX_ERROR is the sandbox's own failure (infrastructure):
@@ -45,3 +55,9 @@ class ExecResult(BaseModel):
     @property
     def infrastructure_error(self) -> bool:
         return self.status is ExecStatus.SANDBOX_ERROR
+
+    def check(self) -> ExecResult:
+        """This result, or `SandboxError` when the sandbox could not run the command."""
+        if self.infrastructure_error:
+            raise SandboxError(f"sandbox ({self.backend}): {self.message}")
+        return self
