@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Optional
+from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
@@ -14,8 +14,8 @@ class SandboxError(EnvironmentExecutionError):
     """The sandbox itself failed (not the command): an infrastructure error. Raised by
     environments so the episode is reported as failed, never scored."""
 
-    def __init__(self, message: str, **extra: object) -> None:
-        super().__init__(message, category="infrastructure", **extra)
+    def __init__(self, message: str, data: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, data={**(data or {}), "category": "infrastructure"})
 
 
 class ExecStatus(str, Enum):
