@@ -163,6 +163,28 @@ def play_atari(url: str, rng: random.Random) -> list[float]:
     return _episode(AtariEnv, url, act, {"seed": 0, "game": "pong"})
 
 
+def play_reasoning_gym(url: str, rng: random.Random) -> list[float]:
+    from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
+
+    def solve(question: str) -> int:  # chain_sum: "... problem: 4 - 1 - 7 ="
+        total, sign = 0, 1
+        for token in question.rsplit(":", 1)[1].removesuffix("=").split():
+            if token in "+-":
+                sign = 1 if token == "+" else -1
+            else:
+                total += sign * int(token)
+        return total
+
+    rewards = []  # three one-question episodes, the answer in tags
+    with ReasoningGymEnv(base_url=url).sync() as env:
+        result = env.reset(dataset_name="chain_sum", seed=0, answer_tag="answer")
+        for _ in range(3):
+            answer = f"<answer>{solve(result.observation.question)}</answer>"
+            rewards.append(env.step(ReasoningGymAction(answer=answer)).reward or 0.0)
+            result = env.reset()
+    return rewards
+
+
 #: name -> (package, policy); openspiel/atari are played when their packages exist
 POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "echo": ("echo_env", play_echo),
@@ -177,6 +199,7 @@ POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "textarena": ("textarena_env", play_textarena),
     "openspiel": ("openspiel_env", play_openspiel),
     "atari": ("atari_env", play_atari),
+    "reasoning_gym": ("reasoning_gym_env", play_reasoning_gym),
 }
 
 
