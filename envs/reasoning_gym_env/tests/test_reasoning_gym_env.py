@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv.core.errors import InvalidRequestError
+from openenv.core.errors import InvalidActionError, InvalidRequestError
 from openenv.testing import check_env, check_server
 from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 from reasoning_gym_env.server.reasoning_gym_environment import ReasoningGymEnvironment
@@ -119,6 +119,41 @@ async def test_bad_options_get_typed_errors_and_the_session_goes_on(
         with pytest.raises(InvalidRequestError, match="call reset"):
             await env.step(ReasoningGymAction(answer="again"))
         assert (await env.reset()).observation.question
+
+
+@pytest.mark.parametrize(
+    ("options", "loc", "words"),
+    [
+        ({"dataset_specs": [{"name": "chain_sums"}]}, ["dataset_specs", 0, "name"], "chain_sum"),
+        ({"dataset_specs": [{"name": "composite"}]}, ["dataset_specs", 0, "name"], "composite"),
+        ({"dataset_specs": [{"name": "chain_sum", "w": 1}]}, ["dataset_specs", 0, "w"], "weight"),
+        (
+            {"dataset_specs": [{"name": "chain_sum", "config": {"max_term": 2}}]},
+            ["dataset_specs", 0, "config", "max_term"],
+            "max_terms",
+        ),
+        ({"dataset_name": "composite"}, ["dataset_specs"], "needs dataset_specs"),
+        (
+            {"dataset_name": "chain_sum", "dataset_specs": [{"name": "chain_sum"}]},
+            ["dataset_specs"],
+            "composite",
+        ),
+        ({"dataset_config": {"seed": 3}}, ["dataset_config", "seed"], "own reset option"),
+        ({"dataset_config": [1]}, ["dataset_config"], "object"),
+        ({"seed": "7"}, ["seed"], "integer"),
+        ({"size": True}, ["size"], "integer"),
+        ({"dataset_name": 5}, ["dataset_name"], "string"),
+    ],
+)
+def test_each_bad_option_is_named(options: dict, loc: list, words: str) -> None:
+    env = ReasoningGymEnvironment()
+    question = env.reset(seed=1).question
+    with pytest.raises(InvalidActionError, match=words) as refused:
+        env.reset(**options)
+    assert refused.value.data["errors"][0]["loc"] == loc
+    assert env.state.dataset_name == "leg_counting" and env.state.index == 0
+    assert env.step(ReasoningGymAction(answer="1")).done
+    assert env.reset(seed=1).question == question
 
 
 async def test_error_frames_name_the_option(server: RunningServer) -> None:
