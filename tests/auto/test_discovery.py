@@ -33,6 +33,7 @@ EXPECTED = {
     "echo": ("EchoEnv", "CallToolAction", "CallToolObservation"),
     "grid_world": ("GridWorldEnv", "GridWorldAction", "GridWorldObservation"),
     "openspiel": ("OpenSpielEnv", "OpenSpielAction", "OpenSpielObservation"),
+    "reasoning_gym": ("ReasoningGymEnv", "ReasoningGymAction", "ReasoningGymObservation"),
     "textarena": ("TextArenaEnv", "TextArenaAction", "TextArenaObservation"),
 }
 
