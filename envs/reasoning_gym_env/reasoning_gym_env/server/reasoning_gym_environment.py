@@ -72,7 +72,7 @@ def _check_config(
     """`config` as a dict of fields that `name`'s config class has (`reserved` ones are given
     as their own reset options)."""
     if config is None:
-        return {}
+        return {}  # a composite spec without a config: the dataset's defaults
     if not isinstance(config, dict):
         raise _invalid(loc, f"a dataset config is an object, not {type(config).__name__}")
     fields = [field for field in _config_fields(name) if field not in reserved]
@@ -187,10 +187,10 @@ class ReasoningGymEnvironment(
             name = _check_name(dataset_name, ["dataset_name"])
         else:
             name = current.name if current else DEFAULT_DATASET
-        seed = DEFAULT_SEED if seed is None and current is None else seed
-        seed = current.seed if seed is None and current else seed
-        size = DEFAULT_SIZE if size is None and current is None else size
-        size = current.size if size is None and current else size
+        if seed is None:
+            seed = current.seed if current else DEFAULT_SEED
+        if size is None:
+            size = current.size if current else DEFAULT_SIZE
         seed = _check_int(seed, "seed")
         size = _check_int(size, "size", 1, MAX_SIZE)
         same_dataset = current is not None and name == current.name
@@ -204,9 +204,10 @@ class ReasoningGymEnvironment(
         else:
             if dataset_specs is not None:
                 raise _invalid(["dataset_specs"], f"dataset_specs are for {COMPOSITE}, not {name}")
-            reserved = ("seed", "size")
-            options = _check_config(name, dataset_config, ["dataset_config"], reserved)
-            if dataset_config is None:
+            if dataset_config is not None:
+                reserved = ("seed", "size")
+                options = _check_config(name, dataset_config, ["dataset_config"], reserved)
+            else:
                 options = None
         if options is None:
             # Not given: the same dataset keeps its config, another one starts from defaults.
