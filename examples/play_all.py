@@ -244,7 +244,8 @@ def main() -> int:
             continue
         servers[name] = start(package)
     failed = []
-    deadline = time.monotonic() + 45
+    # Every server imports its environment at once on however few cores there are.
+    deadline = time.monotonic() + 60 + 10 * len(servers)
     try:
         for name, (process, url) in servers.items():
             try:
