@@ -206,6 +206,36 @@ def test_the_code_reaches_only_the_tools(echo_server):
         assert found["server_port"] == "unreachable"
 
 
+def test_the_code_cannot_open_many_tool_connections(echo_server):
+    """The runner's own connection and three more at most: each costs the server a descriptor."""
+    code = _code(
+        """
+        import json, os, socket, threading
+        path = next(p for p in os.listdir(".") if p.endswith(".sock"))
+        answered = 0
+        held = []
+        for _ in range(8):
+            raw = socket.socket(socket.AF_UNIX)
+            raw.connect(path)
+            raw.sendall(b'{"op": "ping"}\\n')
+            held.append(raw)
+            answered += bool(raw.makefile().readline())
+        # Tools called from several threads at once still get their own answers.
+        values = {}
+        def worker(i):
+            values[i] = echo_message(str(i))
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        result = [answered, sorted(values.items())]
+        """
+    )
+    with EchoEnv(base_url=echo_server.url).sync() as env:
+        obs = env.execute_code(code)
+    assert obs.status == "ok", obs.stderr
+    assert obs.result == [3, [[0, "0"], [1, "1"], [2, "2"], [3, "3"]]]
+
+
 def test_ctx_state_is_shared_by_code_mode_and_plain_tool_calls(counter_server):
     with MCPToolClient(base_url=counter_server.url).sync() as env:
         env.use_production_mode = False  # tool calls as steps, on the same /ws session

@@ -28,11 +28,14 @@ from .mcp_types import ToolError as ToolErrorModel
 if TYPE_CHECKING:
     from .mcp_environment import MCPEnvironment
 
-_RUNNER = Path(__file__).with_name("code_mode_runner.py")
+_RUNNER_SOURCE = Path(__file__).with_name("code_mode_runner.py").read_text(encoding="utf-8")
 #: What `python -c` runs: the runner's source (argv[1]) under a file name tracebacks can skip.
 _BOOT = "import sys; exec(compile(sys.argv[1], '<code-mode-runner>', 'exec'))"
 #: Longest Unix socket path the kernel accepts (sun_path is 108 bytes with its NUL).
 _MAX_SOCKET_PATH = 107
+#: Connections the code may hold open on the tool socket (the runner needs one); more would
+#: spend the server's file descriptors.
+_MAX_CONNECTIONS = 4
 
 
 class CodeModeLimits(BaseModel):
@@ -188,6 +191,9 @@ async def run_code(
     handlers: set[asyncio.Task[None]] = set()
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if sum(not t.done() for t in handlers) >= _MAX_CONNECTIONS:
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             handlers.add(task)
@@ -206,7 +212,7 @@ async def run_code(
         # The interpreter may run as another user (nobody, under a root server); the workspace
         # around the socket is private to the sandbox already.
         host_socket.chmod(0o666)
-        argv = [sandbox.python, "-I", "-c", _BOOT, _RUNNER.read_text()]
+        argv = [sandbox.python, "-I", "-c", _BOOT, _RUNNER_SOURCE]
         result = await asyncio.to_thread(
             sandbox.run,
             argv,

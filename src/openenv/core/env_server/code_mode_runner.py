@@ -17,6 +17,7 @@ import keyword
 import os
 import socket
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,8 @@ class _Channel:
         self._sock.connect(path)
         self._reader = self._sock.makefile("rb")
         self.max_bytes = max_bytes
+        # Code that calls tools from several threads must not interleave requests and replies.
+        self._lock = threading.Lock()
 
     def encode(self, message: dict[str, Any]) -> bytes:
         """The message as one line; ValueError when the server would refuse its size."""
@@ -56,8 +59,9 @@ class _Channel:
         self._sock.sendall(self.encode(message))
 
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.send(message)
-        line = self._reader.readline()
+        with self._lock:
+            self.send(message)
+            line = self._reader.readline()
         if not line:
             raise ConnectionError("the server closed the tool channel")
         reply: dict[str, Any] = json.loads(line)
@@ -66,7 +70,7 @@ class _Channel:
 
 def _encode(value: Any) -> Any:
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)
         return value
     except (TypeError, ValueError):
         return repr(value)
