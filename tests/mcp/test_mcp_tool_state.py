@@ -244,6 +244,18 @@ def test_execute_code_runs_sandboxed_unless_asked_to_run_in_process():
         env.close()
 
 
+def test_code_mode_works_on_the_process_fallback(monkeypatch):
+    """What a container without user namespaces gets (the container is the boundary there)."""
+    monkeypatch.setenv("OPENENV_SANDBOX", "process")
+    env = _adder_env()
+    try:
+        obs = env.step(ExecuteCodeAction(code="result = [add(1, 2), bump(), bump()]"))
+        assert isinstance(obs, ExecuteCodeObservation)
+        assert (obs.result, obs.metadata["backend"]) == ([3, "1", "2"], "process")
+    finally:
+        env.close()
+
+
 def test_execute_code_has_the_environments_time_limit():
     env = _adder_env()
     env.code_mode_limits = CodeModeLimits(wall_time_s=1)
