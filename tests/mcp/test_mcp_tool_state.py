@@ -29,7 +29,7 @@ from openenv.core.env_server import (
 from openenv.core.env_server.serialization import serialize_observation
 from openenv.core.errors import InvalidActionError
 from openenv.core.mcp_client import MCPToolClient
-from openenv.sandbox import choose_backend
+from openenv.sandbox import SandboxError, choose_backend
 from tests.compat.counter_server import CounterEnvironment, counter_tools
 from tests.support.server import RunningServer, serve
 
@@ -252,6 +252,18 @@ def test_code_mode_works_on_the_process_fallback(monkeypatch):
         obs = env.step(ExecuteCodeAction(code="result = [add(1, 2), bump(), bump()]"))
         assert isinstance(obs, ExecuteCodeObservation)
         assert (obs.result, obs.metadata["backend"]) == ([3, "1", "2"], "process")
+    finally:
+        env.close()
+
+
+def test_a_sandbox_that_cannot_run_is_an_infrastructure_error(monkeypatch):
+    """Never an observation a trainer could score as the agent's failure."""
+    monkeypatch.setenv("OPENENV_SANDBOX", "no-such-backend")
+    env = _adder_env()
+    try:
+        with pytest.raises(SandboxError, match="no sandbox to run the code in") as raised:
+            env.step(ExecuteCodeAction(code="result = 1"))
+        assert raised.value.data["category"] == "infrastructure"
     finally:
         env.close()
 

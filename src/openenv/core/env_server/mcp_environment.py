@@ -26,7 +26,7 @@ from fastmcp.exceptions import ValidationError as ToolValidationError
 from fastmcp.tools import FunctionTool
 
 from ...core.utils import run_coroutine_sync
-from ...sandbox import Sandbox, SandboxError, SandboxUnavailableError
+from ...sandbox import Sandbox, SandboxError
 from ..errors import InvalidActionError
 from .code_mode import CodeModeLimits, compat_metadata, run_code
 from .interfaces import Environment, Transform
@@ -395,12 +395,15 @@ class MCPEnvironment(Environment):
                 found[tool_name] = made.fn
         return found
 
-    def _sandbox_for_code(self) -> Sandbox:
-        sandbox = getattr(self, "_code_sandbox", None)
+    async def _sandbox_for_code(self) -> Sandbox:
+        sandbox: Sandbox | None = getattr(self, "_code_sandbox", None)
         if sandbox is None:
+            # Off the event loop: a root server's sandbox starts a helper process.
             try:
-                sandbox = Sandbox(limits=self.code_mode_limits.sandbox_limits())
-            except (SandboxUnavailableError, OSError) as exc:
+                sandbox = await asyncio.to_thread(
+                    Sandbox, limits=self.code_mode_limits.sandbox_limits()
+                )
+            except Exception as exc:  # not the agent's fault: an infrastructure error
                 raise SandboxError(f"code mode: no sandbox to run the code in: {exc}") from exc
             self._code_sandbox = sandbox
         return sandbox
@@ -412,9 +415,8 @@ class MCPEnvironment(Environment):
         `call_tool_raw`; also returns the code's exception as the runner reported it."""
         if self.mcp_server is None:
             raise RuntimeError("the environment is closed")
-        return await run_code(
-            self, self._sandbox_for_code(), code, self.code_mode_limits, wall_time_s=timeout_s
-        )
+        sandbox = await self._sandbox_for_code()
+        return await run_code(self, sandbox, code, self.code_mode_limits, wall_time_s=timeout_s)
 
     def execute_code(self, code: str, *, in_process: bool = False) -> Observation:
         """OpenEnv's code mode: the value the code assigns to `result` comes back in
