@@ -116,7 +116,7 @@ def test_a_tool_error_is_an_exception_in_the_code(echo_server):
         assert wrong_call.tool_calls == []
 
 
-def test_syntax_errors_and_plain_exceptions_are_reported(echo_server):
+def test_syntax_errors_exceptions_and_oversized_messages_are_reported(echo_server):
     with EchoEnv(base_url=echo_server.url).sync() as env:
         syntax = env.execute_code("result = (\n")
         assert syntax.status == "error"
@@ -124,6 +124,15 @@ def test_syntax_errors_and_plain_exceptions_are_reported(echo_server):
         divide = env.execute_code("print('before')\nresult = 1 / 0\n")
         assert (divide.status, divide.error) == ("error", "ZeroDivisionError: division by zero")
         assert divide.stdout == "before\n"
+        huge = MCPEnvironment.code_mode_limits.max_message_bytes + 1
+        too_big = env.execute_code(f"result = 'x' * {huge}\n")
+        assert (too_big.status, too_big.result) == ("error", None)
+        assert too_big.error is not None and "larger than the limit" in too_big.error
+        big_argument = env.execute_code(
+            f"try:\n    echo_message('x' * {huge})\nexcept ToolCallError as exc:\n"
+            "    result = exc.error_type\n"
+        )
+        assert (big_argument.result, big_argument.tool_calls) == ("invalid_args", [])
 
 
 def test_an_endless_loop_times_out_and_the_server_keeps_serving(echo_server):

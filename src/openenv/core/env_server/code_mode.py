@@ -51,7 +51,7 @@ class CodeModeLimits(BaseModel):
         default=100_000, gt=0, description="stdout plus stderr; more stops the code."
     )
     max_message_bytes: int = Field(
-        default=1_000_000, gt=0, description="One tool call's arguments, or the result."
+        default=256_000, gt=0, description="One tool call's arguments, or the result."
     )
     memory_mb: int = Field(default=512, gt=0)
     cpu_time_s: float = Field(default=30.0, gt=0)
