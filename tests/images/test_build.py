@@ -71,6 +71,11 @@ def test_the_image_serves_an_episode(echo_container: Any) -> None:
         result = env.step(CallToolAction(tool_name="echo_message", arguments={"message": "hi"}))
         assert result.observation.result["data"] == "hi"
         assert env.state().step_count == 1
+        # Code mode in the hardened container: the sandbox's process fallback, workspace in /tmp.
+        code = env.execute_code("result = [echo_message(w) for w in ('a', 'b')]")
+        assert (code.status, code.result, code.error) == ("ok", ["a", "b"], None)
+        assert code.metadata["backend"] in ("bubblewrap", "process")
+        assert env.state().step_count == 2
 
 
 def test_the_server_is_pid_1_and_not_root(echo_container: Any) -> None:

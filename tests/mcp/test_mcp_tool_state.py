@@ -19,9 +19,17 @@ from mcp.client.streamable_http import streamable_http_client
 from websockets.asyncio.client import connect
 
 from mcp import ClientSession
-from openenv.core.env_server import CallToolAction, MCPEnvironment
+from openenv.core.env_server import (
+    CallToolAction,
+    CodeModeLimits,
+    ExecuteCodeAction,
+    ExecuteCodeObservation,
+    MCPEnvironment,
+)
 from openenv.core.env_server.serialization import serialize_observation
+from openenv.core.errors import InvalidActionError
 from openenv.core.mcp_client import MCPToolClient
+from openenv.sandbox import SandboxError, choose_backend
 from tests.compat.counter_server import CounterEnvironment, counter_tools
 from tests.support.server import RunningServer, serve
 
@@ -197,7 +205,7 @@ async def test_http_step_reply_carries_the_result_as_before(counter_server):
 # -- code mode (OpenEnv's CodeAct helpers) ----------------------------------------------------
 
 
-def test_code_mode_runs_python_with_the_tools_as_functions():
+def _adder_env() -> MCPEnvironment:
     mcp = counter_tools()
 
     @mcp.tool
@@ -206,9 +214,79 @@ def test_code_mode_runs_python_with_the_tools_as_functions():
 
     env = CounterEnvironment.__new__(CounterEnvironment)
     MCPEnvironment.__init__(env, mcp)
-    assert env.supports_code_mode
-    assert sorted(env.get_callables()) == ["add", "bump"]
-    assert env.execute_code("result = add(2, 3) * 2").metadata == {"result": 10}
-    failed = env.execute_code("result = add(1)")
-    assert "missing 1 required positional argument" in failed.metadata["error"]
-    assert env.execute_code("result = (").metadata["error"].startswith("Syntax error: ")
+    return env
+
+
+def test_code_mode_runs_python_with_the_tools_as_functions():
+    env = _adder_env()
+    try:
+        assert env.supports_code_mode
+        assert sorted(env.get_callables()) == ["add", "bump"]
+        assert env.execute_code("result = add(2, 3) * 2").metadata == {"result": 10}
+        failed = env.execute_code("result = add(1)")
+        assert "missing 1 required positional argument" in failed.metadata["error"]
+        assert env.execute_code("result = (").metadata["error"].startswith("Syntax error: ")
+    finally:
+        env.close()
+
+
+def test_execute_code_runs_sandboxed_unless_asked_to_run_in_process():
+    env = _adder_env()
+    try:
+        code = "import sys\nresult = 'openenv.core' in sys.modules"
+        assert env.execute_code(code).metadata == {"result": False}  # a fresh interpreter
+        assert env.execute_code(code, in_process=True).metadata == {"result": True}
+        sandboxed = env.step(ExecuteCodeAction(code="result = add(1, 1)"))
+        assert isinstance(sandboxed, ExecuteCodeObservation)
+        assert sandboxed.result == 2
+        assert sandboxed.metadata["backend"] == choose_backend()
+    finally:
+        env.close()
+
+
+def test_code_mode_works_on_the_process_fallback(monkeypatch):
+    """What a container without user namespaces gets (the container is the boundary there)."""
+    monkeypatch.setenv("OPENENV_SANDBOX", "process")
+    env = _adder_env()
+    try:
+        obs = env.step(ExecuteCodeAction(code="result = [add(1, 2), bump(), bump()]"))
+        assert isinstance(obs, ExecuteCodeObservation)
+        assert (obs.result, obs.metadata["backend"]) == ([3, "1", "2"], "process")
+    finally:
+        env.close()
+
+
+def test_a_sandbox_that_cannot_run_is_an_infrastructure_error(monkeypatch):
+    """Never an observation a trainer could score as the agent's failure."""
+    monkeypatch.setenv("OPENENV_SANDBOX", "no-such-backend")
+    env = _adder_env()
+    try:
+        with pytest.raises(SandboxError, match="no sandbox to run the code in") as raised:
+            env.step(ExecuteCodeAction(code="result = 1"))
+        assert raised.value.data["category"] == "infrastructure"
+    finally:
+        env.close()
+
+
+def test_execute_code_has_the_environments_time_limit():
+    env = _adder_env()
+    env.code_mode_limits = CodeModeLimits(wall_time_s=1)
+    try:
+        stopped = env.execute_code("while True:\n    pass\n")
+        assert stopped.metadata["error"].startswith("TimeoutError: the code ran past its 1 s")
+    finally:
+        env.close()
+
+
+def test_code_mode_can_be_turned_off():
+    class NoCode(CounterEnvironment):
+        code_mode_enabled = False
+
+    env = NoCode()
+    try:
+        assert not env.supports_code_mode
+        with pytest.raises(InvalidActionError, match="does not accept code mode"):
+            env.step(ExecuteCodeAction(code="result = 1"))
+        assert env.step(BUMP).result.data == "1"  # the session goes on
+    finally:
+        env.close()

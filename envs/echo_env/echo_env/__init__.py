@@ -3,6 +3,8 @@
 from openenv.core.env_server.mcp_types import (
     CallToolAction,
     CallToolObservation,
+    ExecuteCodeAction,
+    ExecuteCodeObservation,
     ListToolsAction,
     ListToolsObservation,
 )
@@ -14,6 +16,8 @@ __all__ = [
     "CallToolAction",
     "CallToolObservation",
     "EchoEnv",
+    "ExecuteCodeAction",
+    "ExecuteCodeObservation",
     "ListToolsAction",
     "ListToolsObservation",
     "State",

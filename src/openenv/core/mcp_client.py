@@ -18,6 +18,8 @@ from .env_client import EnvClient
 from .env_server.mcp_types import (
     CallToolAction,
     CallToolObservation,
+    ExecuteCodeAction,
+    ExecuteCodeObservation,
     ListToolsAction,
     ListToolsObservation,
     Tool,
@@ -228,6 +230,8 @@ class MCPClientBase(EnvClient[Any, Observation, State]):
             if isinstance(raw, dict):
                 obs["result"] = ToolResult(raw)
             observation = CallToolObservation.model_validate({**obs, **common})
+        elif "tool_calls" in obs and "stdout" in obs:
+            observation = ExecuteCodeObservation.model_validate({**obs, **common})
         elif isinstance(cls, type) and issubclass(cls, Observation) and cls is not Observation:
             observation = cls.model_validate({**obs, **common})
         else:
@@ -283,6 +287,19 @@ class MCPToolClient(MCPClientBase):
         if isinstance(obs.result, ToolResult) and "data" in obs.result:
             return obs.result["data"]
         return obs.result
+
+    async def execute_code(
+        self, code: str, timeout_s: float | None = None
+    ) -> ExecuteCodeObservation:
+        """Code mode: run Python in the server's sandbox with the tools as functions (one step
+        over `/ws`, in this client's session); the observation has the code's `result`, its
+        output, its error and the tool calls it made. `timeout_s` shortens the server's wall
+        time for the code (it cannot lengthen it)."""
+        options = {} if timeout_s is None else {"timeout_s": timeout_s}
+        step = await self.step(ExecuteCodeAction(code=code), **options)
+        if not isinstance(step.observation, ExecuteCodeObservation):
+            raise ProtocolViolationError("execute_code did not return an ExecuteCodeObservation")
+        return step.observation
 
 
 def _tool_from_payload(raw: Any) -> Tool:

@@ -21,10 +21,14 @@ _WHERE = {
     "ModelTokenizer": ".interfaces",
     "Transform": ".interfaces",
     "MCPEnvironment": ".mcp_environment",
+    "CodeModeLimits": ".code_mode",
     **dict.fromkeys(
         [
             "CallToolAction",
             "CallToolObservation",
+            "ExecuteCodeAction",
+            "ExecuteCodeObservation",
+            "ToolCallRecord",
             "ListToolsAction",
             "ListToolsObservation",
             "Tool",
@@ -72,6 +76,7 @@ _WHERE = {
 
 if TYPE_CHECKING:
     from ..errors import InvalidActionError
+    from .code_mode import CodeModeLimits
     from .config import ServerConfig
     from .errors import ConcurrencyConfigurationError
     from .http_server import HTTPEnvServer, create_app, create_fastapi_app
@@ -81,6 +86,8 @@ if TYPE_CHECKING:
         RESERVED_TOOL_NAMES,
         CallToolAction,
         CallToolObservation,
+        ExecuteCodeAction,
+        ExecuteCodeObservation,
         JsonRpcError,
         JsonRpcErrorCode,
         JsonRpcRequest,
@@ -89,6 +96,7 @@ if TYPE_CHECKING:
         ListToolsObservation,
         McpMethod,
         Tool,
+        ToolCallRecord,
         ToolError,
         ToolErrorType,
         WSMCPMessage,
@@ -142,11 +150,14 @@ __all__ = [
     "CallToolAction",
     "CallToolObservation",
     "CodeExecResult",
+    "CodeModeLimits",
     "ConcurrencyConfig",
     "ConcurrencyConfigurationError",
     "Environment",
     "EnvironmentMetadata",
     "ErrorCategory",
+    "ExecuteCodeAction",
+    "ExecuteCodeObservation",
     "HTTPEnvServer",
     "HealthResponse",
     "HealthStatus",
@@ -173,6 +184,7 @@ __all__ = [
     "StepRequest",
     "StepResponse",
     "Tool",
+    "ToolCallRecord",
     "ToolError",
     "ToolErrorType",
     "Transform",

@@ -4,7 +4,8 @@ Tools are called in-process on the FastMCP server (no client transport), so fail
 their exception types and are classified by type: `tool_not_found`, `invalid_args`,
 `execution_error`, `timeout`. The same `list_tools` / `call_tool` serve every path (Gym-style
 steps, JSON-RPC `/mcp`, real MCP, `{"type":"mcp"}` over `/ws`), so mode-specific tools are visible
-on all of them.
+on all of them. Code mode (`ExecuteCodeAction`, `execute_code()`) runs Python in a sandbox with
+the tools as functions (see `code_mode.py`).
 """
 
 from __future__ import annotations
@@ -25,11 +26,16 @@ from fastmcp.exceptions import ValidationError as ToolValidationError
 from fastmcp.tools import FunctionTool
 
 from ...core.utils import run_coroutine_sync
+from ...sandbox import Sandbox, SandboxError
+from ..errors import InvalidActionError
+from .code_mode import CodeModeLimits, compat_metadata, run_code
 from .interfaces import Environment, Transform
 from .mcp_types import (
     RESERVED_TOOL_NAMES,
     CallToolAction,
     CallToolObservation,
+    ExecuteCodeAction,
+    ExecuteCodeObservation,
     ListToolsAction,
     ListToolsObservation,
     Tool,
@@ -162,8 +168,15 @@ def _refuse_reserved_names(names: set[str]) -> None:
 class MCPEnvironment(Environment):
     """Base class for tool environments. Subclasses implement `reset` and `state`.
 
-    Non-MCP actions go to `_step_impl` (sync) or `_step_impl_async`.
+    Non-MCP actions go to `_step_impl` (sync) or `_step_impl_async`. `ExecuteCodeAction` runs
+    the agent's Python in a sandbox with the tools as functions; set `code_mode_enabled = False`
+    to refuse it, and `code_mode_limits` to change its ceilings.
     """
+
+    #: Whether `ExecuteCodeAction` (code mode) is accepted.
+    code_mode_enabled: bool = True
+    #: Ceilings of one code-mode execution.
+    code_mode_limits: CodeModeLimits = CodeModeLimits()
 
     def __init__(
         self, mcp_server: FastMCP, transform: Transform | None = None, rubric: Any = None
@@ -178,6 +191,8 @@ class MCPEnvironment(Environment):
         #: The session that tools' `ctx.get_state` / `ctx.set_state` use: one per environment
         #: instance, which is one server session (HTTP, WebSocket or MCP).
         self._tool_state_session = f"openenv-{uuid.uuid4().hex}"
+        #: Made at the first code-mode run; its workspace lasts as long as the environment.
+        self._code_sandbox: Sandbox | None = None
 
     # -- OpenEnv's in-process client -----------------------------------------------------
 
@@ -332,6 +347,14 @@ class MCPEnvironment(Environment):
             return await self.call_tool(action.tool_name, action.arguments, timeout_s)
         if isinstance(action, ListToolsAction):
             return ListToolsObservation(tools=await self.list_tools())
+        if isinstance(action, ExecuteCodeAction):
+            if not self.supports_code_mode:
+                raise InvalidActionError(
+                    f"{type(self).__name__} does not accept code mode (execute_code) actions",
+                    errors=[{"loc": ["type"], "msg": "code mode is off", "type": "value_error"}],
+                )
+            observation, _ = await self.run_code_sandboxed(action.code, timeout_s)
+            return observation
         return await self._step_impl_async(action, timeout_s=timeout_s, **kwargs)
 
     def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
@@ -354,15 +377,17 @@ class MCPEnvironment(Environment):
 
     @property
     def supports_code_mode(self) -> bool:
-        return True
+        return self.code_mode_enabled
 
     def get_callables(self) -> dict[str, Callable[..., Any]]:
-        """The functions behind the tools available now, by tool name (for agents that write
-        Python calling tools directly)."""
+        """The functions behind the tools available now, by tool name, for trusted in-process
+        code (model output goes through the sandboxed `execute_code`)."""
+        return run_coroutine_sync(self.tool_functions())
+
+    async def tool_functions(self) -> dict[str, Callable[..., Any]]:
+        """`get_callables()` for async callers."""
         found = {
-            t.name: t.fn
-            for t in run_coroutine_sync(self._server_tools())
-            if callable(getattr(t, "fn", None))
+            t.name: t.fn for t in await self._server_tools() if callable(getattr(t, "fn", None))
         }
         for tool_name, by_mode in self._mode_tools.items():
             made = by_mode.get(self._mode or "")
@@ -370,9 +395,40 @@ class MCPEnvironment(Environment):
                 found[tool_name] = made.fn
         return found
 
-    def execute_code(self, code: str) -> Observation:
-        """Run `code` with the tools as functions; the value the code assigns to `result` is
-        returned in `metadata["result"]`, a failure as `metadata["error"]` (as OpenEnv does)."""
+    async def _sandbox_for_code(self) -> Sandbox:
+        sandbox: Sandbox | None = getattr(self, "_code_sandbox", None)
+        if sandbox is None:
+            # Off the event loop: a root server's sandbox starts a helper process.
+            try:
+                sandbox = await asyncio.to_thread(
+                    Sandbox, limits=self.code_mode_limits.sandbox_limits()
+                )
+            except Exception as exc:  # not the agent's fault: an infrastructure error
+                raise SandboxError(f"code mode: no sandbox to run the code in: {exc}") from exc
+            self._code_sandbox = sandbox
+        return sandbox
+
+    async def run_code_sandboxed(
+        self, code: str, timeout_s: float | None = None
+    ) -> tuple[ExecuteCodeObservation, dict[str, Any] | None]:
+        """Run `code` in this environment's sandbox, each tool a function forwarded to
+        `call_tool_raw`; also returns the code's exception as the runner reported it."""
+        if self.mcp_server is None:
+            raise RuntimeError("the environment is closed")
+        sandbox = await self._sandbox_for_code()
+        return await run_code(self, sandbox, code, self.code_mode_limits, wall_time_s=timeout_s)
+
+    def execute_code(self, code: str, *, in_process: bool = False) -> Observation:
+        """OpenEnv's code mode: the value the code assigns to `result` comes back in
+        `metadata["result"]`, a failure as `metadata["error"]`. The code runs in the sandbox
+        (model output must never run in the server); `in_process=True` runs it in this
+        process as OpenEnv does, for trusted code only (no isolation and no time limit)."""
+        if in_process:
+            return self._execute_code_in_process(code)
+        observation, exception = run_coroutine_sync(self.run_code_sandboxed(code))
+        return Observation(done=False, reward=0.0, metadata=compat_metadata(observation, exception))
+
+    def _execute_code_in_process(self, code: str) -> Observation:
         namespace: dict[str, Any] = dict(self.get_callables())
         assigned: dict[str, Any] = {}
         try:
@@ -386,3 +442,6 @@ class MCPEnvironment(Environment):
     def close(self) -> None:
         self.mcp_server = None  # type: ignore[assignment]
         self.mcp_client = None
+        sandbox, self._code_sandbox = getattr(self, "_code_sandbox", None), None
+        if sandbox is not None:
+            sandbox.close()

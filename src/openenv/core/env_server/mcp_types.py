@@ -16,6 +16,8 @@ __all__ = [
     "RESERVED_TOOL_NAMES",
     "CallToolAction",
     "CallToolObservation",
+    "ExecuteCodeAction",
+    "ExecuteCodeObservation",
     "JsonRpcError",
     "JsonRpcErrorCode",
     "JsonRpcRequest",
@@ -24,6 +26,7 @@ __all__ = [
     "ListToolsObservation",
     "McpMethod",
     "Tool",
+    "ToolCallRecord",
     "ToolError",
     "ToolErrorType",
     "WSMCPMessage",
@@ -112,6 +115,39 @@ class CallToolObservation(Observation):
         if _is_call_tool_result(value):
             return call_tool_result_wire(value)
         return handler(value)
+
+
+class ExecuteCodeAction(Action):
+    """Code mode: run Python in the environment's sandbox, with each tool as a function, so an
+    agent calls several tools in one step. The value the code assigns to `result` comes back."""
+
+    type: Literal["execute_code"] = "execute_code"
+    code: str
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call made by code-mode code, in the order made."""
+
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    #: The tool's value, as `call_tool` returns it (None when the call failed).
+    result: Any = None
+    error: ToolError | None = None
+
+
+class ExecuteCodeObservation(Observation):
+    """What code-mode code did. `status` is "ok", "error" (the code raised: `error` says what,
+    `stderr` has the traceback) or the limit that stopped it ("timeout", "memory_limit",
+    "output_limit", ...; see `openenv.sandbox.ExecStatus`)."""
+
+    status: str = "ok"
+    #: The value of the code's `result` variable (JSON; else its `repr`).
+    result: Any = None
+    stdout: str = ""
+    stderr: str = ""
+    #: "ExceptionType: message" when the code failed, else None.
+    error: str | None = None
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
 
 
 class McpMethod(str, Enum):

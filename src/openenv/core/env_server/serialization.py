@@ -10,7 +10,11 @@ from ..protocol import dumps
 from .types import Action, Observation
 
 _OBS_ENVELOPE_FIELDS = {"reward", "done"}
-_MCP_ACTION_TYPES = ("list_tools", "call_tool")
+_MCP_ACTION_TYPES = {
+    "list_tools": "ListToolsAction",
+    "call_tool": "CallToolAction",
+    "execute_code": "ExecuteCodeAction",
+}
 
 
 def serialize_observation(observation: Observation) -> dict[str, Any]:
@@ -46,10 +50,11 @@ def deserialize_action(data: dict[str, Any], action_cls: type[Action]) -> Action
     """Validate a wire action; MCP actions are recognised by their `type` discriminator."""
     action_type = data.get("type") if isinstance(data, dict) else None
     if action_type in _MCP_ACTION_TYPES:
-        from .mcp_types import CallToolAction, ListToolsAction
+        from . import mcp_types
 
-        if action_cls is Action or issubclass(action_cls, (CallToolAction, ListToolsAction)):
-            target = ListToolsAction if action_type == "list_tools" else CallToolAction
+        mcp_actions = tuple(getattr(mcp_types, name) for name in _MCP_ACTION_TYPES.values())
+        if action_cls is Action or issubclass(action_cls, mcp_actions):
+            target = getattr(mcp_types, _MCP_ACTION_TYPES[action_type])
             return target.model_validate(data)
     return action_cls.model_validate(data)
 
