@@ -26,7 +26,8 @@ def test_a_hidden_folder_appears_empty_and_read_only(shared_dir: Path) -> None:
     (shared_dir / "answers" / "key.txt").write_text("secret\n")
     (shared_dir / "public.txt").write_text("public\n")
     (shared_dir / "answers").chmod(0o755)
-    script = f"cat {shared_dir}/public.txt; ls -A {shared_dir}/answers; touch {shared_dir}/answers/x"
+    answers = shared_dir / "answers"
+    script = f"cat {shared_dir}/public.txt; ls -A {answers}; touch {answers}/x"
     with Sandbox(ro_binds=[shared_dir], hidden=[shared_dir / "answers"]) as box:
         result = box.run(["bash", "-c", script])
     assert result.stdout == "public\n"
