@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from openenv.core.env_server.types import Action, Observation, State
 
@@ -12,6 +12,13 @@ from openenv.core.env_server.types import Action, Observation, State
 class TerminalAction(Action):
     """One shell command, run by bash in the task's workspace; `submit=True` ends the episode
     and lets the task's verifier decide the reward (after running `command`, if any)."""
+
+    # Any task: look around, then hand in (the checker plays these from reset(seed=0)).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"command": "pwd"}, {"command": "ls -la"}, {"submit": True}]
+        }
+    )
 
     command: str = Field(
         default="",

@@ -86,7 +86,10 @@ class Task(BaseModel):
         if self.verifier == "verify.py":
             return [python, "-I", f"{task_dir}/verify.py"]
         if self.verifier == "pytest":
-            return [python, "-m", "pytest", f"{task_dir}/tests", "-rA", "-p", "no:cacheprovider"]
+            # No configuration from the workspace (the agent's): -c /dev/null, a fixed rootdir.
+            tests = f"{task_dir}/tests"
+            isolated = ["-c", "/dev/null", "--rootdir", tests, "-p", "no:cacheprovider"]
+            return [python, "-m", "pytest", tests, "-rA", *isolated]
         return ["bash", f"{task_dir}/{self.verifier}"]
 
 

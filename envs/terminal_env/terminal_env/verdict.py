@@ -25,6 +25,7 @@ from openenv.sandbox import ExecResult, ExecStatus
 from .tasks import Task
 
 _PYTEST_LINE = re.compile(r"^(PASSED|FAILED|ERROR) (\S+)", re.MULTILINE)
+_FOLDERS = re.compile(r"^.*/(?=[^/]*::)")  # a test id's folders (they vary by backend)
 _OUTPUT_TAIL = 4000
 
 
@@ -62,7 +63,10 @@ def judge(task: Task, result: ExecResult, token: str) -> Verdict:
         return Verdict(score=0.0, reason=reason, **common)
     passed = result.exit_code == 0
     if task.layout == "terminal-bench":
-        checks = {name: word == "PASSED" for word, name in _PYTEST_LINE.findall(result.stdout)}
+        checks = {
+            _FOLDERS.sub("", name): word == "PASSED"
+            for word, name in _PYTEST_LINE.findall(result.stdout)
+        }
         reason = "tests passed" if passed else f"run-tests exited {result.exit_code}"
         return Verdict(score=1.0 if passed else 0.0, checks=checks, reason=reason, **common)
     checks: dict[str, bool] = {}

@@ -149,8 +149,10 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         self, action: TerminalAction, timeout_s: Optional[float] = None, **kwargs: Any
     ) -> TerminalObservation:
         task = self._task
-        if task is None or self._state.submitted:
+        if task is None:
             raise InvalidActionError("no episode is running: call reset()")
+        if self._state.submitted:
+            raise InvalidActionError("the episode is over (verified): call reset()")
         if not action.command.strip() and not action.submit:
             raise InvalidActionError(
                 "empty command; send a command, or submit=True to finish",
