@@ -63,12 +63,12 @@ def judge(task: Task, result: ExecResult, token: str) -> Verdict:
         return Verdict(score=0.0, reason=reason, **common)
     passed = result.exit_code == 0
     if task.layout == "terminal-bench":
-        checks = {
+        tests = {
             _FOLDERS.sub("", name): word == "PASSED"
             for word, name in _PYTEST_LINE.findall(result.stdout)
         }
         reason = "tests passed" if passed else f"run-tests exited {result.exit_code}"
-        return Verdict(score=1.0 if passed else 0.0, checks=checks, reason=reason, **common)
+        return Verdict(score=1.0 if passed else 0.0, checks=tests, reason=reason, **common)
     checks: dict[str, bool] = {}
     score: Optional[float] = None
     for parts in _token_lines(result.stdout, token):
