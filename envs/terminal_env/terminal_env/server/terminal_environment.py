@@ -212,6 +212,11 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         return verdict
 
     @property
+    def task(self) -> Optional[Task]:
+        """The task of the running episode (None before the first reset)."""
+        return self._task
+
+    @property
     def state(self) -> TerminalState:
         return self._state
 
