@@ -55,6 +55,10 @@ class TaskSpec(BaseModel):
     requires: list[str] = Field(
         default_factory=list, description="Programs the task needs on PATH (e.g. git, make)."
     )
+    needs_exec: bool = Field(
+        default=False,
+        description="Programs built in the workspace must run (not on a noexec mount).",
+    )
 
 
 class Task(BaseModel):
@@ -74,9 +78,11 @@ class Task(BaseModel):
         path = self.folder / "solution.sh"
         return path if path.is_file() else None
 
-    def missing(self) -> list[str]:
+    def missing(self, workspace_noexec: bool = False) -> list[str]:
         """What this machine lacks to run the task (empty when it can)."""
         lacking = [tool for tool in self.spec.requires if shutil.which(tool) is None]
+        if self.spec.needs_exec and workspace_noexec:
+            lacking.append("a workspace that may run programs (it is mounted noexec)")
         if self.verifier == "pytest" and importlib.util.find_spec("pytest") is None:
             lacking.append("python module pytest")
         return lacking
@@ -136,7 +142,8 @@ def _terminal_bench_spec(data: dict[str, Any], path: Path) -> dict[str, Any]:
         mapped["tags"] = [str(tag) for tag in data["tags"]]
     if data.get("max_test_timeout_sec"):
         mapped["verify_timeout_s"] = float(data["max_test_timeout_sec"])
-    for key in ("id", "max_steps", "command_timeout_s", "setup_timeout_s", "requires"):
+    ours = ("id", "max_steps", "command_timeout_s", "setup_timeout_s", "requires", "needs_exec")
+    for key in ours:
         if key in data:
             mapped[key] = data[key]  # our fields, where a Terminal-Bench task adds them
     return mapped

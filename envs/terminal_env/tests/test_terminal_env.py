@@ -90,8 +90,16 @@ async def test_bad_input_is_a_typed_error_and_the_session_goes_on(server: str) -
         with pytest.raises(InvalidRequestError) as info:  # the server validates it too
             await client.step(TerminalAction.model_construct(command="ls", timeout_s=-1))
         assert info.value.data["errors"][0]["loc"] == ["timeout_s"]
+        with pytest.raises(InvalidRequestError, match="NUL"):
+            await client.step(TerminalAction(command="echo a\0b"))
         ok = await client.step(TerminalAction(command="ls"))
         assert ok.observation.output == "logs\n"
+        # Long commands and many exported variables do not meet the kernel's argv limit.
+        hundred_kb = "$(head -c 100000 /dev/zero | tr '\\0' x)"
+        make_big = f"export A={hundred_kb} B={hundred_kb}"
+        await client.step(TerminalAction(command=f"{make_big}; : {'é' * 90_000}"))  # 180 kB
+        seen = await client.step(TerminalAction(command="echo $((${#A} + ${#B})); cat; echo read"))
+        assert seen.observation.output == "200000\nread\n"  # stdin is empty
 
 
 def test_reset_picks_tasks_by_seed_and_filters(env: TerminalEnvironment) -> None:

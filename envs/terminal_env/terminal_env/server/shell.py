@@ -14,15 +14,21 @@ from dataclasses import dataclass, field
 
 from openenv.sandbox import ExecResult, Sandbox, SandboxLimits
 
-# $1 marker, $2 directory, $3 saved `export -p`, $4 the command.
+# stdin: marker, directory, saved `export -p`, command, each ended by NUL (not argv, where
+# long commands or many exports would hit the kernel's limit). Then stdin is /dev/null.
 _WRAPPER = r"""
-__openenv_marker=$1
+IFS= read -r -d '' __openenv_marker
+IFS= read -r -d '' __openenv_dir
+IFS= read -r -d '' __openenv_exports
+IFS= read -r -d '' __openenv_command
+exec </dev/null
 __openenv_record() { printf '\0%s\0%s\0' "$__openenv_marker" "$PWD"; export -p; }
-cd -- "$2" 2>/dev/null || cd -- "$HOME"
-eval "$3" 2>/dev/null
+cd -- "$__openenv_dir" 2>/dev/null || cd -- "$HOME"
+eval "$__openenv_exports" 2>/dev/null
+unset __openenv_dir __openenv_exports
 trap __openenv_record EXIT
 exec 2>&1
-eval "$4"
+eval "$__openenv_command"
 """
 _NOT_CARRIED = ("declare -x PWD=", "declare -x OLDPWD", "declare -x SHLVL=", "declare -x _=")
 
@@ -45,8 +51,8 @@ def run_command(
 ) -> ShellResult:
     """Run `command` from `state`; the result carries the state after it."""
     marker = secrets.token_hex(12)
-    argv = ["bash", "-c", _WRAPPER, "openenv-shell", marker, state.cwd, state.exports, command]
-    result = box.run(argv, limits=limits)
+    request = "\0".join((marker, state.cwd, state.exports, command)) + "\0"
+    result = box.run(["bash", "-c", _WRAPPER], stdin=request.encode(), limits=limits)
     output, sep, record = result.stdout.rpartition(f"\0{marker}\0")
     if not sep:
         return ShellResult(result=result, output=result.stdout + result.stderr, state=state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import secrets
 from collections.abc import Sequence
@@ -57,7 +58,6 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         super().__init__()
         roots = task_roots([str(p) for p in tasks_dirs])
         self.tasks: dict[str, Task] = load_tasks(roots)
-        self.unavailable = {tid: t.missing() for tid, t in self.tasks.items() if t.missing()}
         self._max_output_chars = max_output_chars
         self._limits = SandboxLimits(wall_time_s=30, cpu_time_s=60, memory_mb=memory_mb)
         # The agent's sandbox cannot read the tasks (their verifiers and solutions); the
@@ -70,6 +70,11 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             ro_binds=[*roots, VERIFY_LIB],
             env=GIT_IDENTITY,
         )
+        # Docker's default --tmpfs /tmp is noexec: tasks that run what they build cannot work.
+        noexec = bool(os.statvfs(self._box.host_workspace).f_flag & os.ST_NOEXEC)
+        self.unavailable = {
+            tid: lacking for tid, t in self.tasks.items() if (lacking := t.missing(noexec))
+        }
         self._task: Optional[Task] = None
         self._shell = ShellState(cwd=self._box.workspace)
         self._state = TerminalState(backend=self._box.backend)
@@ -157,6 +162,11 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             raise InvalidActionError(
                 "empty command; send a command, or submit=True to finish",
                 errors=[{"loc": ["command"], "msg": "empty command", "type": "value_error"}],
+            )
+        if "\0" in action.command:
+            raise InvalidActionError(
+                "the command contains a NUL character, which bash cannot hold",
+                errors=[{"loc": ["command"], "msg": "NUL character", "type": "value_error"}],
             )
         observation = TerminalObservation(task_id=task.id, cwd=self._shell.cwd, reward=0.0)
         if action.command.strip():
