@@ -163,6 +163,7 @@ def play_atari(url: str, rng: random.Random) -> list[float]:
     return _episode(AtariEnv, url, act, {"seed": 0, "game": "pong"})
 
 
+<<<<<<< HEAD
 def play_reasoning_gym(url: str, rng: random.Random) -> list[float]:
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
@@ -183,6 +184,18 @@ def play_reasoning_gym(url: str, rng: random.Random) -> list[float]:
             rewards.append(env.step(ReasoningGymAction(answer=answer)).reward or 0.0)
             result = env.reset()
     return rewards
+=======
+def play_terminal(url: str, rng: random.Random) -> list[float]:
+    from terminal_env import TerminalAction, TerminalEnv
+
+    commands = iter(["ls -la", "echo 'Hello, world!' > hello.txt", "cat hello.txt"])
+
+    def act(obs):  # a scripted shell session for the greeting task; the last one hands in
+        command = next(commands)
+        return TerminalAction(command=command, submit=command == "cat hello.txt")
+
+    return _episode(TerminalEnv, url, act, {"task_id": "create-greeting"})
+>>>>>>> h-terminal
 
 
 #: name -> (package, policy); openspiel/atari are played when their packages exist
@@ -193,6 +206,7 @@ POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "grid_world": ("grid_world_env", play_grid_world),
     "maze": ("maze_env", play_maze),
     "connect4": ("connect4_env", play_connect4),
+    "terminal": ("terminal_env", play_terminal),
     "snake": ("snake_env", play_snake),
     "gymnasium": ("gymnasium_env", play_gymnasium),
     "trading": ("trading_env", play_trading),

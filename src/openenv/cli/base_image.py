@@ -19,7 +19,8 @@ from ._output import console
 
 DEFAULT_SUITE = "bookworm"
 PYTHON_LABEL = "org.openenv.python"
-_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# git and make: terminal_env's tasks (version control, small builds) need them in the image.
+_PACKAGES = ("python3", "python3-venv", "ca-certificates", "git", "make")
 # Files a container never needs; removing them halves the image.
 _PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man")
 

@@ -112,8 +112,12 @@ class Sandbox:
         limits: Optional[SandboxLimits] = None,
         backend: Optional[str] = None,
         ro_binds: Sequence[Union[str, Path]] = (),
+        hidden: Sequence[Union[str, Path]] = (),
         env: Optional[Mapping[str, str]] = None,
     ) -> None:
+        """`hidden`: host folders that commands must not read even though they lie inside a
+        bound one (e.g. an environment's answer keys inside its installed package): under
+        bubblewrap each appears empty; the process backend cannot hide anything."""
         self.backend = choose_backend(backend)
         self.limits = limits or SandboxLimits()
         self.env = dict(env or {})
@@ -125,6 +129,7 @@ class Sandbox:
         self.host_workspace.mkdir(parents=True, exist_ok=True)
         self._give_to_sandbox_user(self.host_workspace)
         self._ro_binds = tuple(str(Path(p).resolve()) for p in ro_binds)
+        self._hidden = tuple(str(Path(p).resolve()) for p in hidden)
         # A root server's commands run as nobody: bubblewrap joins a user namespace that maps
         # root (to set up the mounts) and nobody only, and the command switches to nobody.
         self._as_root = os.geteuid() == 0
@@ -360,6 +365,9 @@ class Sandbox:
             if path != str(self.host_workspace):
                 bind("--ro-bind", path)
         bind("--bind", str(self.host_workspace), WORKSPACE)
+        for folder in self._hidden:
+            if os.path.isdir(folder):
+                argv += ["--tmpfs", folder, "--remount-ro", folder]
         argv += ["--remount-ro", "/", "--chdir", workdir, "--"]
         if self._userns_fd is not None:
             argv += [

@@ -1,0 +1,1 @@
+int sum(const int *values, int count);

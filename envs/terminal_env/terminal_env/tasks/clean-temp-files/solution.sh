@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+find project -type f -name '*.tmp' -delete

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+sed -i -e 's/^port = 8080$/port = 9090/' -e 's/^debug = true$/debug = false/' config.ini

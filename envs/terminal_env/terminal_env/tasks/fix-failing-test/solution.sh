@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+sed -i 's|return sum(values) / (len(values) - 1)|return sum(values) / len(values)|' stats.py

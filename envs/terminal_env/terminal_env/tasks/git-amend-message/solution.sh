@@ -1,0 +1,4 @@
+#!/bin/bash
+set -e
+cd repo
+git commit -q --amend -m "Add login page"

@@ -1,0 +1,6 @@
+#!/bin/bash
+set -e
+cd repo
+printf '*.log\nbuild/\n' > .gitignore
+git add .gitignore
+git commit -q -m "Ignore logs and build output"
