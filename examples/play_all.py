@@ -163,7 +163,6 @@ def play_atari(url: str, rng: random.Random) -> list[float]:
     return _episode(AtariEnv, url, act, {"seed": 0, "game": "pong"})
 
 
-<<<<<<< HEAD
 def play_reasoning_gym(url: str, rng: random.Random) -> list[float]:
     from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
 
@@ -184,7 +183,8 @@ def play_reasoning_gym(url: str, rng: random.Random) -> list[float]:
             rewards.append(env.step(ReasoningGymAction(answer=answer)).reward or 0.0)
             result = env.reset()
     return rewards
-=======
+
+
 def play_terminal(url: str, rng: random.Random) -> list[float]:
     from terminal_env import TerminalAction, TerminalEnv
 
@@ -195,7 +195,6 @@ def play_terminal(url: str, rng: random.Random) -> list[float]:
         return TerminalAction(command=command, submit=command == "cat hello.txt")
 
     return _episode(TerminalEnv, url, act, {"task_id": "create-greeting"})
->>>>>>> h-terminal
 
 
 #: name -> (package, policy); openspiel/atari are played when their packages exist
