@@ -19,6 +19,8 @@ from ._output import console
 
 DEFAULT_SUITE = "bookworm"
 PYTHON_LABEL = "org.openenv.python"
+#: The Debian packages an image was made with: a base made with an older list is remade.
+PACKAGES_LABEL = "org.openenv.base.packages"
 # git and make: terminal_env's tasks (version control, small builds) need them in the image.
 _PACKAGES = ("python3", "python3-venv", "ca-certificates", "git", "make")
 # Files a container never needs; removing them halves the image.
@@ -59,6 +61,10 @@ def apt_mirror(suite: str, sources_dir: Path = Path("/etc/apt")) -> Optional[str
         if "security" not in uri:
             return uri.rstrip("/")
     return None
+
+
+def base_packages() -> str:
+    return ",".join(_PACKAGES)
 
 
 def _python_version(rootfs: Path) -> str:
@@ -116,6 +122,7 @@ def build_base_image(
             "ENV LANG=C.UTF-8",
             'CMD ["python3"]',
             f"LABEL {PYTHON_LABEL}={python}",
+            f"LABEL {PACKAGES_LABEL}={base_packages()}",
         ]
         repository, _, version = tag.partition(":")
         with console.status(f"Importing the root file system as {tag}"):

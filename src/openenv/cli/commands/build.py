@@ -22,8 +22,10 @@ from openenv.providers._docker import docker_run_command
 from .._output import console, fail, success
 from ..base_image import (
     DEFAULT_SUITE,
+    PACKAGES_LABEL,
     PYTHON_LABEL,
     BaseImageError,
+    base_packages,
     build_base_image,
     image_exists,
 )
@@ -71,6 +73,11 @@ def image_python(client: Any, image: str) -> str:
 
 def ensure_base_image(client: Any, image: str, *, rebuild: bool, suite: str) -> str:
     """Make sure `image` exists (making the default one if needed); returns its Python."""
+    if not rebuild and image == DEFAULT_BASE_IMAGE and image_exists(client, image):
+        made_with = (client.images.get(image).labels or {}).get(PACKAGES_LABEL)
+        if made_with != base_packages():
+            console.print(f"{image} was made with other packages ({made_with}); making it again")
+            rebuild = True
     if rebuild or not image_exists(client, image):
         if image != DEFAULT_BASE_IMAGE and not rebuild:
             fail(
