@@ -26,6 +26,7 @@ from ..base_image import (
     BaseImageError,
     build_base_image,
     image_exists,
+    packages_changed,
 )
 from ..dockerfile import BUILDER_LABEL, DEFAULT_BASE_IMAGE, project_dockerfile, render_dockerfile
 from ..wheels import WheelError, collect_wheels
@@ -71,7 +72,9 @@ def image_python(client: Any, image: str) -> str:
 
 def ensure_base_image(client: Any, image: str, *, rebuild: bool, suite: str) -> str:
     """Make sure `image` exists (making the default one if needed); returns its Python."""
-    if rebuild or not image_exists(client, image):
+    stale = image == DEFAULT_BASE_IMAGE and image_exists(client, image)
+    stale = stale and packages_changed(client, image)
+    if rebuild or stale or not image_exists(client, image):
         if image != DEFAULT_BASE_IMAGE and not rebuild:
             fail(
                 f"base image {image} is not on this machine and cannot be pulled here.",
