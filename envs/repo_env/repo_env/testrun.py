@@ -66,7 +66,9 @@ def run_pytest(
         "--color=no",
         *args,
     ]
-    result = box.run(argv, limits=limits).check()
+    # Only the plugins named here: the server's own pytest plugins stay out of the project's run.
+    quiet = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    result = box.run(argv, limits=limits, env=quiet).check()
     data: dict = {}
     try:
         path = box.host_path(report)
