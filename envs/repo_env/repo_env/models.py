@@ -16,7 +16,7 @@ class RepoObservation(Observation):
     project: str = ""
     instruction: str = Field(default="", description="The failing tests and what to do.")
     files: list[str] = Field(default_factory=list, description="The repository's files.")
-    tools: list[str] = Field(default_factory=list, description="The tools to call.")
+    tool_names: list[str] = Field(default_factory=list, description="The tools to call.")
 
 
 class RepoState(State):

@@ -158,7 +158,7 @@ class RepoEnvironment(MCPEnvironment):
             project=task.project,
             instruction=task.instruction,
             files=sorted([*files, ".gitignore"]),
-            tools=list(TOOLS),
+            tool_names=list(TOOLS),
             done=False,
             reward=0.0,
             metadata={"sandbox_backend": box.backend},
