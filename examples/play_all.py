@@ -163,6 +163,20 @@ def play_atari(url: str, rng: random.Random) -> list[float]:
     return _episode(AtariEnv, url, act, {"seed": 0, "game": "pong"})
 
 
+def play_repo(url: str, rng: random.Random) -> list[float]:
+    from repo_env import CallToolAction, RepoEnv
+
+    # Look around, run the tests, then give up: the grade (0, the bug is still there) and the
+    # episode's git diff come with the last observation.
+    plan = iter([("list_files", {}), ("run_tests", {}), ("git_diff", {}), ("submit", {})])
+
+    def act(obs):
+        tool, arguments = next(plan)
+        return CallToolAction(tool_name=tool, arguments=arguments)
+
+    return _episode(RepoEnv, url, act, {"seed": 0})
+
+
 #: name -> (package, policy); openspiel/atari are played when their packages exist
 POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "echo": ("echo_env", play_echo),
@@ -177,6 +191,7 @@ POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "textarena": ("textarena_env", play_textarena),
     "openspiel": ("openspiel_env", play_openspiel),
     "atari": ("atari_env", play_atari),
+    "repo": ("repo_env", play_repo),
 }
 
 

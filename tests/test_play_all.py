@@ -21,6 +21,7 @@ EXPECTED = {
     "textarena",
     "openspiel",
     "atari",
+    "repo",
 }
 
 
