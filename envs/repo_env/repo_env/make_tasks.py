@@ -203,9 +203,10 @@ class _MutationFinder(ast.NodeVisitor):
         self._add(node, start, end, f"not ({test})", "negated_condition", f"`if {test}` negated")
         body = node.body
         first, last = body[0], body[-1]
-        trailing = self.source[self._end(last) : self.line_starts[last.end_lineno]]
+        last_line = last.end_lineno or last.lineno
+        trailing = self.source[self._end(last) : self.line_starts[last_line]]
         if (
-            first.lineno > node.test.end_lineno  # type: ignore[operator]
+            first.lineno > (node.test.end_lineno or node.test.lineno)
             and not (len(body) == 1 and isinstance(first, ast.Pass))
             and re.fullmatch(rb"\s*(#[^\n]*)?\n?", trailing)
         ):
@@ -215,7 +216,7 @@ class _MutationFinder(ast.NodeVisitor):
                 self._add(
                     node,
                     self.line_starts[first.lineno - 1],
-                    self.line_starts[last.end_lineno],  # type: ignore[index]
+                    self.line_starts[last_line],
                     f"{indent}pass\n",
                     "removed_branch",
                     f"the body of `if {test}` removed",
