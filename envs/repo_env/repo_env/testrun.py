@@ -13,7 +13,7 @@ from openenv.sandbox import ExecStatus, Sandbox, SandboxLimits, WorkspacePathErr
 #: A test run's ceilings: the shipped suites take well under a second; an agent's infinite loop
 #: stops here (and is the agent's failure, not the sandbox's).
 TEST_LIMITS = SandboxLimits(
-    wall_time_s=20, cpu_time_s=20, memory_mb=1024, max_processes=64, max_output_bytes=2_000_000
+    wall_time_s=15, cpu_time_s=15, memory_mb=1024, max_processes=64, max_output_bytes=2_000_000
 )
 #: How much of pytest's output a tool result carries (the end, where the failures are).
 OUTPUT_TAIL_CHARS = 6000
