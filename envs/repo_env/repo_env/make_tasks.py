@@ -28,7 +28,7 @@ from typing import Any
 from openenv.sandbox import Sandbox
 
 from .tasks import TASKS_FILE, project_files
-from .testrun import run_pytest
+from .testrun import TEST_LIMITS, run_pytest
 
 #: (name, version on PyPI, licence, folders of the project's own code, tasks to make), vendored
 #: unchanged under data/projects/<name> (tests moved under tests/, a pytest.ini added). roman
@@ -41,6 +41,9 @@ PROJECTS: tuple[tuple[str, str, str, tuple[str, ...], int], ...] = (
 SEED = 13
 #: Failing tests listed in an instruction; the rest are counted.
 LISTED_TESTS = 10
+#: Far above a suite's run time even on a loaded machine, so that only a mutation that loops
+#: forever times out (and is skipped): a slow machine must not change which tasks are made.
+GENERATOR_LIMITS = TEST_LIMITS.model_copy(update={"wall_time_s": 90.0, "cpu_time_s": 90.0})
 
 
 @dataclass(frozen=True, order=True)
@@ -252,7 +255,7 @@ def make_project_tasks(
     with Sandbox() as box:
         for path, content in files.items():
             box.write_file(path, content)
-        baseline = run_pytest(box)
+        baseline = run_pytest(box, limits=GENERATOR_LIMITS)
         tests = sorted(baseline.outcomes)
         if not tests or not all(baseline.passed(t) for t in tests):
             raise RuntimeError(f"{name}: the unmodified suite does not pass:\n{baseline.output}")
@@ -273,7 +276,7 @@ def make_project_tasks(
             except SyntaxError:
                 continue
             box.write_file(mutation.path, mutated)
-            run = run_pytest(box)
+            run = run_pytest(box, limits=GENERATOR_LIMITS)
             box.write_file(mutation.path, original)
             failing = [t for t in tests if not run.passed(t)]
             if (

@@ -90,6 +90,7 @@ def test_the_reference_fix_scores_one_and_the_bug_zero(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # some 200 suite runs: minutes on a busy machine
 def test_the_generator_reproduces_the_shipped_tasks(tmp_path) -> None:
     out = tmp_path / "tasks.json"
     made = subprocess.run(
