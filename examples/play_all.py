@@ -197,6 +197,20 @@ def play_terminal(url: str, rng: random.Random) -> list[float]:
     return _episode(TerminalEnv, url, act, {"task_id": "create-greeting"})
 
 
+def play_repo(url: str, rng: random.Random) -> list[float]:
+    from repo_env import CallToolAction, RepoEnv
+
+    # Look around, run the tests, then give up: the grade (0, the bug is still there) and the
+    # episode's git diff come with the last observation.
+    plan = iter([("list_files", {}), ("run_tests", {}), ("git_diff", {}), ("submit", {})])
+
+    def act(obs):
+        tool, arguments = next(plan)
+        return CallToolAction(tool_name=tool, arguments=arguments)
+
+    return _episode(RepoEnv, url, act, {"seed": 0})
+
+
 #: name -> (package, policy); openspiel/atari are played when their packages exist
 POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "echo": ("echo_env", play_echo),
@@ -213,6 +227,7 @@ POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "openspiel": ("openspiel_env", play_openspiel),
     "atari": ("atari_env", play_atari),
     "reasoning_gym": ("reasoning_gym_env", play_reasoning_gym),
+    "repo": ("repo_env", play_repo),
 }
 
 

@@ -23,6 +23,7 @@ EXPECTED = {
     "openspiel",
     "atari",
     "reasoning_gym",
+    "repo",
 }
 
 

@@ -149,4 +149,4 @@ def test_base_only_reports_the_base_image_and_its_python(docker_client: Any) -> 
     labels = docker_client.images.get("openenv-base:latest").labels
     assert labels["org.openenv.python"].startswith("3.")
     # Remade whenever the package list changes (environments rely on git and make in it).
-    assert "git" in labels["org.openenv.base.packages"].split(",")
+    assert "git" in labels["org.openenv.packages"].split(",")

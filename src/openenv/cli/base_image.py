@@ -19,9 +19,8 @@ from ._output import console
 
 DEFAULT_SUITE = "bookworm"
 PYTHON_LABEL = "org.openenv.python"
-#: The Debian packages an image was made with: a base made with an older list is remade.
-PACKAGES_LABEL = "org.openenv.base.packages"
-# git and make: terminal_env's tasks (version control, small builds) need them in the image.
+#: The Debian packages a base image was made with; one made with other packages is remade.
+PACKAGES_LABEL = "org.openenv.packages"
 _PACKAGES = ("python3", "python3-venv", "ca-certificates", "git", "make")
 # Files a container never needs; removing them halves the image.
 _PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man")
@@ -63,16 +62,19 @@ def apt_mirror(suite: str, sources_dir: Path = Path("/etc/apt")) -> Optional[str
     return None
 
 
-def base_packages() -> str:
-    return ",".join(_PACKAGES)
-
-
 def _python_version(rootfs: Path) -> str:
     for candidate in sorted((rootfs / "usr" / "bin").glob("python3.*"), reverse=True):
         match = re.fullmatch(r"python(3\.\d+)", candidate.name)
         if match:
             return match.group(1)
     raise BaseImageError(f"no Python in the root file system at {rootfs}")
+
+
+def packages_changed(client: Any, tag: str) -> bool:
+    """Whether the image `tag` was made with other packages than a base image gets now (e.g.
+    before git was added), so an environment needing one of them would not find it."""
+    labels = client.images.get(tag).labels or {}
+    return bool(labels.get(PACKAGES_LABEL) != ",".join(_PACKAGES))
 
 
 def image_exists(client: Any, tag: str) -> bool:
@@ -122,7 +124,7 @@ def build_base_image(
             "ENV LANG=C.UTF-8",
             'CMD ["python3"]',
             f"LABEL {PYTHON_LABEL}={python}",
-            f"LABEL {PACKAGES_LABEL}={base_packages()}",
+            f"LABEL {PACKAGES_LABEL}={','.join(_PACKAGES)}",
         ]
         repository, _, version = tag.partition(":")
         with console.status(f"Importing the root file system as {tag}"):

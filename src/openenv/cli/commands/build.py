@@ -22,12 +22,11 @@ from openenv.providers._docker import docker_run_command
 from .._output import console, fail, success
 from ..base_image import (
     DEFAULT_SUITE,
-    PACKAGES_LABEL,
     PYTHON_LABEL,
     BaseImageError,
-    base_packages,
     build_base_image,
     image_exists,
+    packages_changed,
 )
 from ..dockerfile import BUILDER_LABEL, DEFAULT_BASE_IMAGE, project_dockerfile, render_dockerfile
 from ..wheels import WheelError, collect_wheels
@@ -73,12 +72,9 @@ def image_python(client: Any, image: str) -> str:
 
 def ensure_base_image(client: Any, image: str, *, rebuild: bool, suite: str) -> str:
     """Make sure `image` exists (making the default one if needed); returns its Python."""
-    if not rebuild and image == DEFAULT_BASE_IMAGE and image_exists(client, image):
-        made_with = (client.images.get(image).labels or {}).get(PACKAGES_LABEL)
-        if made_with != base_packages():
-            console.print(f"{image} was made with other packages ({made_with}); making it again")
-            rebuild = True
-    if rebuild or not image_exists(client, image):
+    stale = image == DEFAULT_BASE_IMAGE and image_exists(client, image)
+    stale = stale and packages_changed(client, image)
+    if rebuild or stale or not image_exists(client, image):
         if image != DEFAULT_BASE_IMAGE and not rebuild:
             fail(
                 f"base image {image} is not on this machine and cannot be pulled here.",
