@@ -123,7 +123,7 @@ class Sandbox:
             workspace = tempfile.mkdtemp(prefix="openenv-ws-", dir=root)
         self.host_workspace = Path(workspace).resolve()
         self.host_workspace.mkdir(parents=True, exist_ok=True)
-        self._give_to_sandbox_user(self.host_workspace)
+        self.give_to_sandbox_user(self.host_workspace)
         self._ro_binds = tuple(str(Path(p).resolve()) for p in ro_binds)
         # A root server's commands run as nobody: bubblewrap joins a user namespace that maps
         # root (to set up the mounts) and nobody only, and the command switches to nobody.
@@ -170,12 +170,12 @@ class Sandbox:
         path = self.host_path(relative)
         path.parent.mkdir(parents=True, exist_ok=True)
         for parent in reversed(path.relative_to(self.host_workspace).parents):
-            self._give_to_sandbox_user(self.host_workspace / parent)
+            self.give_to_sandbox_user(self.host_workspace / parent)
         if path.is_symlink():
             path.unlink()
         data = content.encode() if isinstance(content, str) else content
         path.write_bytes(data)
-        self._give_to_sandbox_user(path)
+        self.give_to_sandbox_user(path)
         return path
 
     def read_file(self, relative: Union[str, Path], max_bytes: int = 10_000_000) -> bytes:
@@ -183,9 +183,11 @@ class Sandbox:
         with path.open("rb") as handle:
             return handle.read(max_bytes)
 
-    def clear_workspace(self) -> None:
-        """Delete everything in the workspace (a new episode), killing what still runs there."""
-        self._kill_children()
+    def clear_workspace(self, *, kill_processes: bool = True) -> None:
+        """Delete everything in the workspace (a new episode), killing what still runs there
+        unless `kill_processes` is False (a long-lived kernel kept across episodes)."""
+        if kill_processes:
+            self._kill_children()
         for entry in list(self.host_workspace.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
@@ -193,7 +195,9 @@ class Sandbox:
                 with contextlib.suppress(OSError):
                     entry.unlink()
 
-    def _give_to_sandbox_user(self, path: Path) -> None:
+    def give_to_sandbox_user(self, path: Union[str, Path]) -> None:
+        """Make a host path the sandbox's commands may write (they run as nobody when the
+        server is root under bubblewrap; otherwise as the server's own user: nothing to do)."""
         if os.geteuid() == 0 and self.backend == "bubblewrap":
             with contextlib.suppress(OSError):
                 os.chown(path, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
@@ -242,11 +246,18 @@ class Sandbox:
         limits: Optional[SandboxLimits] = None,
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[str] = None,
+        binds: Sequence[Union[str, Path]] = (),
     ) -> SandboxProcess:
         """Start a long-lived process (an interpreter, a kernel) with stdin/stdout/stderr pipes.
-        Its wall-clock limit is the caller's to enforce, per request; `close()` kills it."""
+        Its wall-clock limit is the caller's to enforce, per request; `close()` kills it.
+
+        `binds`: host folders the process may also write, at the same path inside (e.g. for
+        the IPC sockets a kernel shares with the server). Unlike the workspace, they can live
+        outside anything the model may rename, and the caller can take write access back."""
         limits = limits or self.limits
-        process, groups = self._popen(argv, limits, env, cwd, stdin_pipe=True)
+        process, groups = self._popen(
+            argv, limits, env, cwd, stdin_pipe=True, binds=[str(Path(b).resolve()) for b in binds]
+        )
         child = SandboxProcess(self, process, groups)
         with self._lock:
             self._children.add(child)
@@ -260,6 +271,7 @@ class Sandbox:
         cwd: Optional[str],
         *,
         stdin_pipe: bool,
+        binds: Sequence[str] = (),
     ) -> tuple[subprocess.Popen[bytes], list[str]]:
         if self._closed:
             raise OSError("the sandbox is closed")
@@ -278,7 +290,7 @@ class Sandbox:
         }
         workdir = self.workspace if cwd is None else str(Path(self.workspace, cwd))
         if self.backend == "bubblewrap":
-            command = [*self._bwrap_argv(limits, workdir), *argv]
+            command = [*self._bwrap_argv(limits, workdir, binds), *argv]
             host_cwd = str(self.host_workspace)
         else:
             command = list(argv)
@@ -315,7 +327,9 @@ class Sandbox:
             raise
         return process, groups or []
 
-    def _bwrap_argv(self, limits: SandboxLimits, workdir: str) -> list[str]:
+    def _bwrap_argv(
+        self, limits: SandboxLimits, workdir: str, binds: Sequence[str] = ()
+    ) -> list[str]:
         argv = ["bwrap"]
         if self._userns_fd is not None:
             argv += ["--userns", str(self._userns_fd)]
@@ -360,6 +374,8 @@ class Sandbox:
             if path != str(self.host_workspace):
                 bind("--ro-bind", path)
         bind("--bind", str(self.host_workspace), WORKSPACE)
+        for path in binds:
+            bind("--bind", path)
         argv += ["--remount-ro", "/", "--chdir", workdir, "--"]
         if self._userns_fd is not None:
             argv += [
