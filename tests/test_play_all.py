@@ -18,6 +18,7 @@ EXPECTED = {
     "snake",
     "gymnasium",
     "trading",
+    "jupyter",
     "textarena",
     "openspiel",
     "atari",
