@@ -4,6 +4,8 @@ what a long-lived kernel needs (a socket folder outside the workspace, kept acro
 from __future__ import annotations
 
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from openenv.sandbox import Sandbox
@@ -27,3 +29,23 @@ def test_a_bound_folder_is_writable_at_its_own_path_and_processes_can_outlive_a_
         finally:
             process.kill()
         assert (folder / "from-inside").read_text() == "hi\n"
+
+
+def test_a_spawned_process_outlives_the_thread_that_asked_for_it() -> None:
+    with Sandbox() as box:
+        started = []
+
+        def start() -> None:
+            process = box.spawn(["sh", "-c", "echo ready; exec sleep 30"])
+            process.stdout.readline()  # running: any death signal is armed by now
+            started.append(process)
+
+        thread = threading.Thread(target=start)
+        thread.start()
+        thread.join()
+        (process,) = started
+        try:
+            time.sleep(0.3)  # a death signal tied to the ended thread would have come by now
+            assert process.alive()
+        finally:
+            process.kill()

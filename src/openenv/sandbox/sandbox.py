@@ -40,6 +40,7 @@ from typing import IO, Any, Optional, Union
 from ..providers import cgroups
 from ..providers.sandbox import _ETC, SANDBOX_GID, SANDBOX_UID, _root_userns, bound_paths
 from ..providers.sandbox import _probe as _bubblewrap_problem
+from ..providers.spawn import spawn as on_spawner_thread
 from ..providers.spec import ResourceLimits
 from .limits import SandboxLimits
 from .result import ExecResult, ExecStatus
@@ -253,10 +254,14 @@ class Sandbox:
 
         `binds`: host folders the process may also write, at the same path inside (e.g. for
         the IPC sockets a kernel shares with the server). Unlike the workspace, they can live
-        outside anything the model may rename, and the caller can take write access back."""
+        outside anything the model may rename, and the caller can take write access back.
+
+        Forked on one long-lived thread: bubblewrap's --die-with-parent follows the *thread*
+        that forked it, and a server's worker thread (or a helper thread) may end first."""
         limits = limits or self.limits
-        process, groups = self._popen(
-            argv, limits, env, cwd, stdin_pipe=True, binds=[str(Path(b).resolve()) for b in binds]
+        folders = [str(Path(b).resolve()) for b in binds]
+        process, groups = on_spawner_thread(
+            lambda: self._popen(argv, limits, env, cwd, stdin_pipe=True, binds=folders)
         )
         child = SandboxProcess(self, process, groups)
         with self._lock:
