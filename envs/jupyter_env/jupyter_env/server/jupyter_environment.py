@@ -1,7 +1,8 @@
 """A Jupyter kernel per session: one cell per step, nbformat outputs back.
 
-The kernel starts with the first cell of a session (a second or two) and is kept across
-episodes: reset clears its namespace, or stops it when something it started still runs.
+The kernel starts in the background at the first reset (a second or two; the first cell waits
+for it) and is kept across episodes: reset clears its namespace, or replaces the kernel when
+something it started still runs.
 
 Free mode (the default) has no reward (None): the environment is a tool. Task mode
 (`reset(task="<id>" | "random")`) puts a CSV in the workspace and asks a question; the agent
@@ -81,9 +82,12 @@ class JupyterEnvironment(Environment[JupyterAction, JupyterObservation, JupyterS
         self._timing = timing
         kernel = self._ensure_kernel()
         assert self._sandbox is not None
-        if fresh_kernel or not kernel.soft_reset():
-            kernel.stop()  # a new kernel starts with the first cell
+        reused = not fresh_kernel and kernel.soft_reset()
+        if not reused:
+            kernel.stop()
         self._sandbox.clear_workspace(kill_processes=False)
+        if not reused:
+            kernel.start_soon()  # ready by the first cell, or that cell waits for it
         files = list(self._task.files) if self._task else []
         for name in files:
             self._sandbox.write_file(name, data_file(name))

@@ -197,6 +197,8 @@ class SandboxedKernel:
         self._client: Optional[BlockingKernelClient] = None
         self._stderr_tail: deque[bytes] = deque(maxlen=64)
         self._baseline_threads = 0
+        self._starting: Optional[threading.Thread] = None
+        self._start_error: Optional[BaseException] = None
         # Server-owned: `ipc/` (locked once the kernel listens) and `home/` (IPython and
         # matplotlib state, kept across episodes so the font cache is built once).
         self._dir = Path(tempfile.mkdtemp(prefix="openenv-kernel-"))
@@ -207,8 +209,35 @@ class SandboxedKernel:
     def alive(self) -> bool:
         return self._process is not None and self._process.alive()
 
+    def start_soon(self) -> None:
+        """Start a kernel in the background: an agent usually thinks before its first cell.
+        The next call that needs the kernel waits for it (and raises what the start raised)."""
+        if self._process is not None or self._starting is not None:
+            return
+
+        def start() -> None:
+            try:
+                self.start()
+            except BaseException as exc:
+                self._start_error = exc
+
+        self._starting = threading.Thread(target=start, name="kernel-start", daemon=True)
+        self._starting.start()
+
+    def _settle(self, *, raise_error: bool = True) -> None:
+        """Wait for a background start, if one is under way."""
+        thread = self._starting
+        if thread is None or thread is threading.current_thread():
+            return
+        thread.join()
+        self._starting = None
+        error, self._start_error = self._start_error, None
+        if error is not None and raise_error:
+            raise error
+
     def start(self) -> None:
         """Start a new kernel (killing any previous one) and wait until it answers."""
+        self._settle(raise_error=False)
         self.stop()
         ipc, home = self._dir / "ipc", self._dir / "home"
         if ipc.exists():
@@ -243,6 +272,10 @@ class SandboxedKernel:
             "MPLCONFIGDIR": str(home / "matplotlib"),
             "MPLBACKEND": "module://matplotlib_inline.backend_inline",
             "JUPYTER_PLATFORM_DIRS": "1",
+            # Nothing of the kernel's own in the workspace, which is cleared between episodes.
+            "JUPYTER_CONFIG_DIR": str(home / "jupyter"),
+            "JUPYTER_DATA_DIR": str(home / "jupyter"),
+            "JUPYTER_RUNTIME_DIR": str(home / "jupyter" / "runtime"),
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
             "OPENBLAS_NUM_THREADS": "1",
             "OMP_NUM_THREADS": "1",
@@ -270,12 +303,14 @@ class SandboxedKernel:
         self._baseline_threads = self._probe().get("threads", 0)
 
     def restart(self) -> None:
+        self._settle(raise_error=False)
         self.restarts += 1
         self.start()
 
     def soft_reset(self) -> bool:
         """Clear the namespace of the running kernel for a new episode. False when that was
         not enough (no kernel, a stray thread or process left running): then `start` anew."""
+        self._settle(raise_error=False)
         if not self.alive():
             return False
         code = _SOFT_RESET.format(workspace=self.sandbox.workspace)
@@ -290,6 +325,7 @@ class SandboxedKernel:
 
     def close(self) -> None:
         """Kill the kernel and delete its sockets and state (the workspace is the sandbox's)."""
+        self._settle(raise_error=False)
         self.stop()
         if self._dir.exists():
             for folder in (self._dir, *self._dir.iterdir()):
@@ -298,6 +334,7 @@ class SandboxedKernel:
 
     def stop(self) -> None:
         """Kill the kernel; the next cell starts a new one."""
+        self._settle(raise_error=False)
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.stop_channels()
@@ -311,6 +348,7 @@ class SandboxedKernel:
     def execute(self, code: str, timeout_s: float) -> CellRun:
         """Run one cell. Past `timeout_s` it is interrupted; a kernel that then stays busy, or
         that dies, is restarted (the result says so)."""
+        self._settle()
         notice = ""
         if self._process is None:
             self.start()
