@@ -15,7 +15,8 @@ import pytest
 from jupyter_env import JupyterAction, JupyterEnv
 from jupyter_env.server.jupyter_environment import JupyterEnvironment
 from jupyter_env.server.tasks import TASKS
-from openenv.core.errors import InvalidRequestError
+from openenv.core.errors import InvalidRequestError, is_infrastructure_error
+from openenv.sandbox import Sandbox, SandboxError
 from openenv.testing import check_server, running_server
 
 # The smallest PNG: 1x1, one grey pixel.
@@ -97,6 +98,21 @@ def test_bad_actions_are_refused_and_the_session_goes_on(server: str) -> None:
         with pytest.raises(InvalidRequestError, match="over"):
             env.step(JupyterAction(code="1"))
         assert env.reset().observation.status == "ready"
+
+
+def test_a_kernel_that_cannot_start_is_an_infrastructure_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Sandbox, "python", property(lambda self: "/nonexistent/python3"))
+    env = JupyterEnvironment()
+    try:
+        env.reset()
+        with pytest.raises(SandboxError) as failed:
+            env.step(JupyterAction(code="1"))
+        assert is_infrastructure_error(failed.value)
+        assert "kernel" in str(failed.value)
+    finally:
+        env.close()
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from uuid import uuid4
 
 from openenv.core.env_server import Environment
 from openenv.core.errors import InvalidActionError
-from openenv.sandbox import Sandbox, SandboxLimits
+from openenv.sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailableError
 
 from ..models import CellError, CellOutput, JupyterAction, JupyterObservation, JupyterState
 from .kernel import CellRun, SandboxedKernel
@@ -181,9 +181,12 @@ class JupyterEnvironment(Environment[JupyterAction, JupyterObservation, JupyterS
 
     def _ensure_kernel(self) -> SandboxedKernel:
         if self._sandbox is None:
-            self._sandbox = Sandbox(
-                limits=self._limits, backend=self._backend, ro_binds=_FONT_CONFIG
-            )
+            try:
+                self._sandbox = Sandbox(
+                    limits=self._limits, backend=self._backend, ro_binds=_FONT_CONFIG
+                )
+            except (SandboxUnavailableError, OSError) as exc:
+                raise SandboxError(f"no sandbox for the kernel: {exc}") from exc
         if self._kernel is None:
             self._kernel = SandboxedKernel(self._sandbox)
         return self._kernel
