@@ -145,6 +145,26 @@ def play_textarena(url: str, rng: random.Random) -> list[float]:
     return _episode(TextArenaEnv, url, act, {"seed": 0, "env_id": "Wordle-v0"})
 
 
+def play_jupyter(url: str, rng: random.Random) -> list[float]:
+    from jupyter_env import JupyterAction, JupyterEnv
+
+    cells = iter(  # look at the data, compute with pandas, then answer with the result
+        [
+            "import pandas as pd\nsales = pd.read_csv('sales.csv')\nsales.head()",
+            "north = sales[sales.region == 'north']\n"
+            "round(float((north.units * north.unit_price).sum()), 2)",
+        ]
+    )
+
+    def act(obs):
+        code = next(cells, None)
+        if code is not None:
+            return JupyterAction(code=code, timeout_s=120)
+        return JupyterAction(answer=obs.outputs[-1].data["text/plain"])
+
+    return _episode(JupyterEnv, url, act, {"seed": 0, "task": "north_revenue"})
+
+
 def play_openspiel(url: str, rng: random.Random) -> list[float]:
     from openspiel_env import OpenSpielAction, OpenSpielEnv
 
@@ -223,6 +243,7 @@ POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "snake": ("snake_env", play_snake),
     "gymnasium": ("gymnasium_env", play_gymnasium),
     "trading": ("trading_env", play_trading),
+    "jupyter": ("jupyter_env", play_jupyter),
     "textarena": ("textarena_env", play_textarena),
     "openspiel": ("openspiel_env", play_openspiel),
     "atari": ("atari_env", play_atari),

@@ -19,6 +19,7 @@ EXPECTED = {
     "snake",
     "gymnasium",
     "trading",
+    "jupyter",
     "textarena",
     "openspiel",
     "atari",

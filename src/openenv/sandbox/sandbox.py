@@ -40,6 +40,7 @@ from typing import IO, Any, Optional, Union
 from ..providers import cgroups
 from ..providers.sandbox import _ETC, SANDBOX_GID, SANDBOX_UID, _root_userns, bound_paths
 from ..providers.sandbox import _probe as _bubblewrap_problem
+from ..providers.spawn import spawn as on_spawner_thread
 from ..providers.spec import ResourceLimits
 from .limits import SandboxLimits
 from .result import ExecResult, ExecStatus
@@ -127,7 +128,7 @@ class Sandbox:
             workspace = tempfile.mkdtemp(prefix="openenv-ws-", dir=root)
         self.host_workspace = Path(workspace).resolve()
         self.host_workspace.mkdir(parents=True, exist_ok=True)
-        self._give_to_sandbox_user(self.host_workspace)
+        self.give_to_sandbox_user(self.host_workspace)
         self._ro_binds = tuple(str(Path(p).resolve()) for p in ro_binds)
         self._hidden = tuple(str(Path(p).resolve()) for p in hidden)
         # A root server's commands run as nobody: bubblewrap joins a user namespace that maps
@@ -175,12 +176,12 @@ class Sandbox:
         path = self.host_path(relative)
         path.parent.mkdir(parents=True, exist_ok=True)
         for parent in reversed(path.relative_to(self.host_workspace).parents):
-            self._give_to_sandbox_user(self.host_workspace / parent)
+            self.give_to_sandbox_user(self.host_workspace / parent)
         if path.is_symlink():
             path.unlink()
         data = content.encode() if isinstance(content, str) else content
         path.write_bytes(data)
-        self._give_to_sandbox_user(path)
+        self.give_to_sandbox_user(path)
         return path
 
     def read_file(self, relative: Union[str, Path], max_bytes: int = 10_000_000) -> bytes:
@@ -188,9 +189,11 @@ class Sandbox:
         with path.open("rb") as handle:
             return handle.read(max_bytes)
 
-    def clear_workspace(self) -> None:
-        """Delete everything in the workspace (a new episode), killing what still runs there."""
-        self._kill_children()
+    def clear_workspace(self, *, kill_processes: bool = True) -> None:
+        """Delete everything in the workspace (a new episode), killing what still runs there
+        unless `kill_processes` is False (a long-lived kernel kept across episodes)."""
+        if kill_processes:
+            self._kill_children()
         for entry in list(self.host_workspace.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
@@ -198,7 +201,9 @@ class Sandbox:
                 with contextlib.suppress(OSError):
                     entry.unlink()
 
-    def _give_to_sandbox_user(self, path: Path) -> None:
+    def give_to_sandbox_user(self, path: Union[str, Path]) -> None:
+        """Make a host path the sandbox's commands may write (they run as nobody when the
+        server is root under bubblewrap; otherwise as the server's own user: nothing to do)."""
         if os.geteuid() == 0 and self.backend == "bubblewrap":
             with contextlib.suppress(OSError):
                 os.chown(path, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
@@ -247,11 +252,22 @@ class Sandbox:
         limits: Optional[SandboxLimits] = None,
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[str] = None,
+        binds: Sequence[Union[str, Path]] = (),
     ) -> SandboxProcess:
         """Start a long-lived process (an interpreter, a kernel) with stdin/stdout/stderr pipes.
-        Its wall-clock limit is the caller's to enforce, per request; `close()` kills it."""
+        Its wall-clock limit is the caller's to enforce, per request; `close()` kills it.
+
+        `binds`: host folders the process may also write, at the same path inside (e.g. for
+        the IPC sockets a kernel shares with the server). Unlike the workspace, they can live
+        outside anything the model may rename, and the caller can take write access back.
+
+        Forked on one long-lived thread: bubblewrap's --die-with-parent follows the *thread*
+        that forked it, and a server's worker thread (or a helper thread) may end first."""
         limits = limits or self.limits
-        process, groups = self._popen(argv, limits, env, cwd, stdin_pipe=True)
+        folders = [str(Path(b).resolve()) for b in binds]
+        process, groups = on_spawner_thread(
+            lambda: self._popen(argv, limits, env, cwd, stdin_pipe=True, binds=folders)
+        )
         child = SandboxProcess(self, process, groups)
         with self._lock:
             self._children.add(child)
@@ -265,6 +281,7 @@ class Sandbox:
         cwd: Optional[str],
         *,
         stdin_pipe: bool,
+        binds: Sequence[str] = (),
     ) -> tuple[subprocess.Popen[bytes], list[str]]:
         if self._closed:
             raise OSError("the sandbox is closed")
@@ -283,7 +300,7 @@ class Sandbox:
         }
         workdir = self.workspace if cwd is None else str(Path(self.workspace, cwd))
         if self.backend == "bubblewrap":
-            command = [*self._bwrap_argv(limits, workdir), *argv]
+            command = [*self._bwrap_argv(limits, workdir, binds), *argv]
             host_cwd = str(self.host_workspace)
         else:
             command = list(argv)
@@ -320,7 +337,9 @@ class Sandbox:
             raise
         return process, groups or []
 
-    def _bwrap_argv(self, limits: SandboxLimits, workdir: str) -> list[str]:
+    def _bwrap_argv(
+        self, limits: SandboxLimits, workdir: str, binds: Sequence[str] = ()
+    ) -> list[str]:
         argv = ["bwrap"]
         if self._userns_fd is not None:
             argv += ["--userns", str(self._userns_fd)]
@@ -368,6 +387,9 @@ class Sandbox:
         for folder in self._hidden:
             if os.path.isdir(folder):
                 argv += ["--tmpfs", folder, "--remount-ro", folder]
+
+        for path in binds:
+            bind("--bind", path)
         argv += ["--remount-ro", "/", "--chdir", workdir, "--"]
         if self._userns_fd is not None:
             argv += [
