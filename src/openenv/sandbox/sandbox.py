@@ -20,7 +20,9 @@ and a kill that reaches every descendant), else per-process rlimits; the unprivi
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import math
 import os
 import re
 import resource
@@ -28,6 +30,7 @@ import secrets
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,7 +38,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Optional, Union
+from typing import IO, Optional, Union
 
 from ..providers import cgroups
 from ..providers.sandbox import _ETC, SANDBOX_GID, SANDBOX_UID, _root_userns, bound_paths
@@ -137,6 +140,7 @@ class Sandbox:
                 "isolation; install bubblewrap or run the server as an unprivileged user"
             )
         self._children: set[SandboxProcess] = set()
+        self._running: set[_Launch] = set()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -167,21 +171,62 @@ class Sandbox:
         return path
 
     def write_file(self, relative: Union[str, Path], content: Union[str, bytes]) -> Path:
+        """Write a workspace file (making its folders). Walks the path without following
+        symlinks, so a command that swaps a folder for a symlink meanwhile cannot redirect it."""
         path = self.host_path(relative)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for parent in reversed(path.relative_to(self.host_workspace).parents):
-            self._give_to_sandbox_user(self.host_workspace / parent)
-        if path.is_symlink():
-            path.unlink()
         data = content.encode() if isinstance(content, str) else content
-        path.write_bytes(data)
-        self._give_to_sandbox_user(path)
+        fd = self._open_beneath(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
+        with os.fdopen(fd, "wb") as handle:
+            self._give_to_sandbox_user(handle.fileno())
+            handle.write(data)
         return path
 
     def read_file(self, relative: Union[str, Path], max_bytes: int = 10_000_000) -> bytes:
-        path = self.host_path(relative)
-        with path.open("rb") as handle:
+        """The first `max_bytes` of a regular workspace file (symlinks out of the workspace,
+        FIFOs and devices refused: WorkspacePathError)."""
+        fd = self._open_beneath(self.host_path(relative), os.O_RDONLY)
+        with os.fdopen(fd, "rb") as handle:
             return handle.read(max_bytes)
+
+    def _open_beneath(self, path: Path, flags: int, *, make_parents: bool = False) -> int:
+        """Open `path` (inside the workspace) one component at a time with O_NOFOLLOW, and
+        only if it is a regular file: a FIFO would block the server's thread."""
+        relative = path.relative_to(self.host_workspace)
+        parts = relative.parts
+        if not parts:
+            raise WorkspacePathError("the workspace itself is not a file")
+        directory = os.open(self.host_workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for name in parts[:-1]:
+                if make_parents:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o755, dir_fd=directory)
+                try:
+                    inner = os.open(
+                        name,
+                        os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                        dir_fd=directory,
+                    )
+                except OSError as exc:
+                    raise WorkspacePathError(f"{str(relative)!r}: {exc.strerror}") from exc
+                os.close(directory)
+                directory = inner
+                if make_parents:
+                    self._give_to_sandbox_user(directory)
+            flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            try:
+                fd = os.open(parts[-1], flags, 0o644, dir_fd=directory)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.EISDIR) and not flags & os.O_CREAT:
+                    raise
+                raise WorkspacePathError(f"{str(relative)!r}: {exc.strerror}") from exc
+        finally:
+            os.close(directory)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise WorkspacePathError(f"{str(relative)!r} is not a regular file")
+        os.set_blocking(fd, True)
+        return fd
 
     def clear_workspace(self) -> None:
         """Delete everything in the workspace (a new episode), killing what still runs there."""
@@ -193,10 +238,13 @@ class Sandbox:
                 with contextlib.suppress(OSError):
                     entry.unlink()
 
-    def _give_to_sandbox_user(self, path: Path) -> None:
+    def _give_to_sandbox_user(self, path: Union[Path, int]) -> None:
         if os.geteuid() == 0 and self.backend == "bubblewrap":
             with contextlib.suppress(OSError):
-                os.chown(path, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
+                if isinstance(path, int):
+                    os.fchown(path, SANDBOX_UID, SANDBOX_GID)
+                else:
+                    os.chown(path, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -210,29 +258,48 @@ class Sandbox:
         cwd: Optional[str] = None,
     ) -> ExecResult:
         """Run one command to its end (or its limits) and say how it went. Never raises for
-        what the command does; a sandbox that cannot start is `ExecStatus.SANDBOX_ERROR`."""
+        what the command does; a sandbox that cannot start is `ExecStatus.SANDBOX_ERROR`.
+        Safe to call from many threads at once."""
         limits = limits or self.limits
         started = time.monotonic()
         try:
-            process, groups = self._popen(argv, limits, env, cwd, stdin_pipe=stdin is not None)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return ExecResult(
-                status=ExecStatus.SANDBOX_ERROR,
-                backend=self.backend,
-                message=f"could not start the command: {exc}",
-            )
+            launch = self._popen(argv, limits, env, cwd, stdin_pipe=stdin is not None, marker=True)
+        except OSError as exc:
+            return self._not_started(argv, exc)
+        except subprocess.SubprocessError as exc:
+            return self._sandbox_error(f"could not start the command: {exc}")
+        process = launch.process
+        with self._lock:
+            self._running.add(launch)
         try:
             if stdin is not None:
                 data = stdin.encode() if isinstance(stdin, str) else stdin
                 threading.Thread(target=_feed, args=(process.stdin, data), daemon=True).start()
             out, err, truncated, timed_out = _collect(process, limits, started)
-            returncode = process.wait()
-            events = _cgroup_events(groups)
+            events = _cgroup_events(launch.groups)
         finally:
-            _kill(process, groups)
+            launch.kill()
+            status = launch.reap()
+            with self._lock:
+                self._running.discard(launch)
         duration = time.monotonic() - started
-        return self._result(
-            returncode, out, err, truncated, timed_out, events, duration, limits.max_output_bytes
+        if self.backend == "bubblewrap" and not launch.command_started():
+            # bubblewrap (or setpriv) failed before the command ran: the sandbox's failure. Only
+            # a byte written before the command started counts, so no output can fake this.
+            reason = (err.decode("utf-8", "replace").strip().splitlines() or ["no output"])[-1]
+            return self._sandbox_error(f"bubblewrap could not start the command: {reason}")
+        return _classify(
+            backend=self.backend,
+            returncode=os.waitstatus_to_exitcode(status),
+            out=out,
+            err=err,
+            truncated=truncated,
+            timed_out=timed_out,
+            closed=launch.killed_by_close,
+            events=events,
+            limits=limits,
+            cgroup_controllers=launch.controllers,
+            duration=duration,
         )
 
     def spawn(
@@ -244,13 +311,38 @@ class Sandbox:
         cwd: Optional[str] = None,
     ) -> SandboxProcess:
         """Start a long-lived process (an interpreter, a kernel) with stdin/stdout/stderr pipes.
-        Its wall-clock limit is the caller's to enforce, per request; `close()` kills it."""
+        Its wall-clock limit is the caller's to enforce, per request; `close()` kills it.
+        Raises OSError (or subprocess.SubprocessError) when it cannot start."""
         limits = limits or self.limits
-        process, groups = self._popen(argv, limits, env, cwd, stdin_pipe=True)
-        child = SandboxProcess(self, process, groups)
+        launch = self._popen(argv, limits, env, cwd, stdin_pipe=True, marker=False)
+        child = SandboxProcess(self, launch)
         with self._lock:
             self._children.add(child)
         return child
+
+    def _sandbox_error(self, message: str) -> ExecResult:
+        return ExecResult(status=ExecStatus.SANDBOX_ERROR, backend=self.backend, message=message)
+
+    def _not_started(self, argv: Sequence[str], exc: OSError) -> ExecResult:
+        """A command that cannot be executed (not found, not executable, arguments too long)
+        is the command's failure, reported with a shell's exit codes; anything else is ours."""
+        program = argv[0] if argv else ""
+        if exc.errno == errno.E2BIG:
+            code, why = 126, "argument list too long"
+        elif exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC) and (
+            exc.filename in (program, None) and self.backend == "process"
+        ):
+            code = 127 if exc.errno == errno.ENOENT else 126
+            why = os.strerror(exc.errno or 0)
+        else:
+            return self._sandbox_error(f"could not start the command: {exc}")
+        return ExecResult(
+            status=ExecStatus.ERROR,
+            exit_code=code,
+            stderr=f"{program[:200]}: {why}\n",
+            backend=self.backend,
+            message=f"could not execute the command: {why}",
+        )
 
     def _popen(
         self,
@@ -260,7 +352,8 @@ class Sandbox:
         cwd: Optional[str],
         *,
         stdin_pipe: bool,
-    ) -> tuple[subprocess.Popen[bytes], list[str]]:
+        marker: bool,
+    ) -> _Launch:
         if self._closed:
             raise OSError("the sandbox is closed")
         if not argv:
@@ -276,44 +369,62 @@ class Sandbox:
             **self.env,
             **(env or {}),
         }
-        workdir = self.workspace if cwd is None else str(Path(self.workspace, cwd))
-        if self.backend == "bubblewrap":
-            command = [*self._bwrap_argv(limits, workdir), *argv]
-            host_cwd = str(self.host_workspace)
-        else:
-            command = list(argv)
-            host_cwd = str(self.host_path(cwd or "."))
-        groups = cgroups.create(
-            f"sandbox-{secrets.token_hex(6)}",
-            ResourceLimits(memory_mb=limits.memory_mb, pids=limits.max_processes),
-        )
-        nproc = None
-        if groups is None and limits.max_processes is not None and not self._as_root:
-            nproc = _count_tasks_of(os.getuid()) + limits.max_processes
-
-        def prepare() -> None:  # runs in the child, between fork and exec
-            if groups:
-                cgroups.add_process(groups)
-            _set_rlimits(limits, per_process_memory=not groups, nproc=nproc)
-
+        host_cwd = self.host_path(cwd or ".")  # refuses a cwd outside the workspace
+        relative_cwd = host_cwd.relative_to(self.host_workspace)
+        marker_r = marker_w = -1
+        if self.backend == "bubblewrap" and marker:
+            marker_r, marker_w = os.pipe()
         try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=host_cwd,
-                env=full_env,
-                start_new_session=True,
-                preexec_fn=prepare,
-                close_fds=True,
-                pass_fds=() if self._userns_fd is None else (self._userns_fd,),
+            if self.backend == "bubblewrap":
+                workdir = str(Path(WORKSPACE, relative_cwd))
+                command = [
+                    *self._bwrap_argv(limits, workdir),
+                    *self._inner_argv(argv, marker_w),
+                ]
+                popen_cwd = str(self.host_workspace)
+            else:
+                command = list(argv)
+                popen_cwd = str(host_cwd)
+            pass_fds = tuple(fd for fd in (self._userns_fd, marker_w) if fd is not None and fd >= 0)
+            groups = cgroups.create(
+                f"sandbox-{secrets.token_hex(6)}",
+                ResourceLimits(memory_mb=limits.memory_mb, pids=limits.max_processes),
             )
+            controllers = _controllers(groups)
+            nproc = None
+            if "pids" not in controllers and limits.max_processes is not None and not self._as_root:
+                nproc = _count_tasks_of(os.getuid()) + limits.max_processes
+            prepare = _Prepare(
+                limits,
+                cgroup_procs=[os.fsencode(os.path.join(g, "cgroup.procs")) for g in groups or ()],
+                per_process_memory="memory" not in controllers,
+                nproc=nproc,
+            )
+            try:
+                process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=popen_cwd,
+                    env=full_env,
+                    start_new_session=True,
+                    preexec_fn=prepare,
+                    close_fds=True,
+                    pass_fds=pass_fds,
+                )
+            except BaseException:
+                for group in groups or []:
+                    cgroups.kill_and_remove(group)
+                raise
         except BaseException:
-            for group in groups or []:
-                cgroups.kill_and_remove(group)
+            if marker_r >= 0:
+                os.close(marker_r)
             raise
-        return process, groups or []
+        finally:
+            if marker_w >= 0:
+                os.close(marker_w)
+        return _Launch(process, groups or [], controllers, marker_r)
 
     def _bwrap_argv(self, limits: SandboxLimits, workdir: str) -> list[str]:
         argv = ["bwrap"]
@@ -354,15 +465,22 @@ class Sandbox:
                 bind("--ro-bind", top)
         for name in _ETC:
             bind("--ro-bind-try", f"/etc/{name}")
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # A private /tmp anyone may write to (the command may run as nobody).
+        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         made.update(("/proc", "/dev", "/tmp"))
         for path in bound_paths(sys.executable, None, self._ro_binds):
             if path != str(self.host_workspace):
                 bind("--ro-bind", path)
         bind("--bind", str(self.host_workspace), WORKSPACE)
         argv += ["--remount-ro", "/", "--chdir", workdir, "--"]
+        return argv
+
+    def _inner_argv(self, argv: Sequence[str], marker_fd: int) -> list[str]:
+        """What bubblewrap runs: (as root: setpriv to nobody), then a shell that reports "the
+        command is starting" on the marker pipe, closes our descriptors and execs the command."""
+        inner: list[str] = []
         if self._userns_fd is not None:
-            argv += [
+            inner += [
                 "setpriv",
                 f"--reuid={SANDBOX_UID}",
                 f"--regid={SANDBOX_GID}",
@@ -372,73 +490,45 @@ class Sandbox:
                 "--no-new-privs",
                 "--",
             ]
-        return argv
-
-    def _result(
-        self,
-        returncode: int,
-        out: bytes,
-        err: bytes,
-        truncated: bool,
-        timed_out: bool,
-        events: dict[str, int],
-        duration: float,
-        max_output: int,
-    ) -> ExecResult:
-        exit_code: Optional[int] = returncode if returncode >= 0 else None
-        sig: Optional[int] = -returncode if returncode < 0 else None
-        if self.backend == "bubblewrap" and returncode > 128 and returncode - 128 < 65:
-            # bubblewrap reports a command killed by signal N as exit status 128 + N.
-            sig, exit_code = returncode - 128, None
-        stdout = out.decode("utf-8", "replace")
-        stderr = err.decode("utf-8", "replace")
-        tail = stderr[-2000:]
-        status, message = ExecStatus.OK, ""
-        if timed_out:
-            status = ExecStatus.TIMEOUT
-            message = "the wall-clock limit ran out; every process killed"
-        elif truncated:
-            status = ExecStatus.OUTPUT_LIMIT
-            message = f"printed more than {max_output} bytes; killed"
-        elif events.get("oom_kill") or "MemoryError" in tail or _MEMORY_RE.search(tail):
-            status, message = ExecStatus.MEMORY_LIMIT, "ran out of its memory limit"
-        elif sig == signal.SIGXCPU:
-            status, message = ExecStatus.CPU_LIMIT, "used up its CPU time"
-        elif sig == signal.SIGXFSZ or "File too large" in tail:
-            status, message = ExecStatus.FILE_LIMIT, "wrote a file larger than its limit"
-        elif events.get("pids_max") or _FORK_RE.search(tail):
-            status, message = ExecStatus.PROCESS_LIMIT, "hit its process limit"
-        elif sig is not None:
-            status, message = ExecStatus.KILLED, f"killed by signal {sig}"
-        elif exit_code:
-            status = ExecStatus.ERROR
-        if status is ExecStatus.PROCESS_LIMIT and exit_code == 0:
-            status = ExecStatus.OK  # a refused fork it recovered from is not a failure
-        return ExecResult(
-            status=status,
-            exit_code=exit_code,
-            signal=sig,
-            stdout=stdout,
-            stderr=stderr,
-            truncated=truncated,
-            duration_s=round(duration, 6),
-            backend=self.backend,
-            message=message,
-        )
+        script = []
+        if marker_fd >= 0:
+            script.append(f"printf . >&{marker_fd} && exec {marker_fd}>&- || exit 125")
+        if self._userns_fd is not None:
+            script.append(f"exec {self._userns_fd}<&-")
+        if not script:
+            return [*inner, *argv]
+        script.append('exec -- "$@"')
+        return [
+            *inner,
+            "/bin/bash",
+            "--norc",
+            "--noprofile",
+            "-c",
+            "; ".join(script),
+            "sandbox",
+            *argv,
+        ]
 
     # -- cleanup -----------------------------------------------------------------------------
 
     def _kill_children(self) -> None:
+        """Kill spawned processes and the commands `run()` waits on in other threads (those
+        threads reap them and report KILLED)."""
         with self._lock:
             children, self._children = list(self._children), set()
+            running = list(self._running)
+        for launch in running:
+            launch.killed_by_close = True
+            launch.kill()
         for child in children:
             child.kill()
 
     def close(self) -> None:
         """Kill everything still running and delete the workspace (if this sandbox made it)."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self._kill_children()
         if self._owns_workspace:
             shutil.rmtree(self.host_workspace, ignore_errors=True)
@@ -458,15 +548,73 @@ class Sandbox:
             self.close()
 
 
+class _Launch:
+    """One started command: its process, its cgroups and (bubblewrap) the marker pipe."""
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        groups: list[str],
+        controllers: frozenset[str],
+        marker_fd: int,
+    ) -> None:
+        self.process = process
+        self.groups = groups
+        self.controllers = controllers
+        self.marker_fd = marker_fd
+        self.killed_by_close = False
+        self.reaped = False
+        self._lock = threading.Lock()
+
+    def exited(self) -> bool:
+        """Whether the first process ended, without reaping it: its pid stays reserved, so
+        killing its process group can never hit a recycled pid."""
+        return self.reaped or _exited(self.process)
+
+    def kill(self) -> None:
+        """SIGKILL the process group and every process in the cgroups (setsid escapers
+        included); safe from any thread, any number of times."""
+        with self._lock:
+            if not self.reaped:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+            groups, self.groups = self.groups, []
+        for group in groups:
+            cgroups.kill_and_remove(group)
+
+    def reap(self) -> int:
+        """Wait for the (killed) first process; its wait status."""
+        with self._lock:
+            _, status = os.waitpid(self.process.pid, 0)
+            self.reaped = True
+            self.process.returncode = os.waitstatus_to_exitcode(status)
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        return status
+
+    def command_started(self) -> bool:
+        """Whether the shell inside bubblewrap reported the command starting (read once)."""
+        if self.marker_fd < 0:
+            return True
+        try:
+            os.set_blocking(self.marker_fd, False)
+            return os.read(self.marker_fd, 1) == b"."
+        except OSError:
+            return False
+        finally:
+            os.close(self.marker_fd)
+            self.marker_fd = -1
+
+
 class SandboxProcess:
     """A long-lived process in a sandbox (see `Sandbox.spawn`)."""
 
-    def __init__(
-        self, sandbox: Sandbox, process: subprocess.Popen[bytes], groups: list[str]
-    ) -> None:
+    def __init__(self, sandbox: Sandbox, launch: _Launch) -> None:
         self.sandbox = sandbox
-        self.process = process
-        self._groups = groups
+        self._launch = launch
+        self.process = launch.process
 
     @property
     def stdin(self) -> IO[bytes]:
@@ -484,31 +632,79 @@ class SandboxProcess:
         return self.process.stderr
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return not self._launch.exited()
 
     def kill(self) -> None:
-        _kill(self.process, self._groups)
+        """Kill the process and everything it started; idempotent, safe from any thread."""
+        self._launch.kill()
+        with self._launch._lock:
+            reaped = self._launch.reaped
+        if not reaped:
+            with contextlib.suppress(ChildProcessError):
+                self._launch.reap()
         with self.sandbox._lock:
             self.sandbox._children.discard(self)
 
 
-_MEMORY_RE = re.compile(r"Cannot allocate memory|std::bad_alloc|out of memory", re.IGNORECASE)
+_MEMORY_RE = re.compile(
+    r"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory", re.IGNORECASE
+)
 _FORK_RE = re.compile(r"fork: (retry: )?Resource temporarily unavailable|BlockingIOError")
+_FILE_RE = re.compile(r"File too large|File size limit exceeded")
+#: After the first process exits, how long background processes may keep the pipes open.
+_EXIT_GRACE_S = 0.5
 
 
-def _set_rlimits(limits: SandboxLimits, *, per_process_memory: bool, nproc: Optional[int]) -> None:
-    if limits.cpu_time_s is not None:
-        seconds = max(1, int(limits.cpu_time_s + 0.999))
-        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
-    if limits.max_file_mb is not None:
-        size = limits.max_file_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-    if per_process_memory and limits.memory_mb is not None:
-        size = limits.memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (size, size))
-    if nproc is not None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def _controllers(groups: Optional[list[str]]) -> frozenset[str]:
+    """Which limits the command's cgroups enforce for its whole tree ('memory', 'pids')."""
+    found = set()
+    for group in groups or ():
+        with contextlib.suppress(OSError):
+            names = os.listdir(group)
+            if "memory.max" in names or "memory.limit_in_bytes" in names:
+                found.add("memory")
+            if "pids.max" in names:
+                found.add("pids")
+    return frozenset(found)
+
+
+class _Prepare:
+    """Runs in the child between fork and exec. The server is multi-threaded, so this does
+    nothing that could wait on a lock another thread held at fork time (no imports, logging
+    or pathlib): only system calls on values computed before the fork."""
+
+    def __init__(
+        self,
+        limits: SandboxLimits,
+        *,
+        cgroup_procs: list[bytes],
+        per_process_memory: bool,
+        nproc: Optional[int],
+    ) -> None:
+        self.cgroup_procs = cgroup_procs
+        self.rlimits: list[tuple[int, tuple[int, int]]] = [(resource.RLIMIT_CORE, (0, 0))]
+        if limits.cpu_time_s is not None:
+            seconds = max(1, math.ceil(limits.cpu_time_s))
+            # SIGXCPU at the soft limit (reported as cpu_limit), SIGKILL a second later.
+            self.rlimits.append((resource.RLIMIT_CPU, (seconds, seconds + 1)))
+        if limits.max_file_mb is not None:
+            size = limits.max_file_mb * 1024 * 1024
+            self.rlimits.append((resource.RLIMIT_FSIZE, (size, size)))
+        if per_process_memory and limits.memory_mb is not None:
+            size = limits.memory_mb * 1024 * 1024
+            self.rlimits.append((resource.RLIMIT_AS, (size, size)))
+        if nproc is not None:
+            self.rlimits.append((resource.RLIMIT_NPROC, (nproc, nproc)))
+
+    def __call__(self) -> None:
+        for procs in self.cgroup_procs:
+            fd = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")  # "the writing process", in v1 and v2
+            finally:
+                os.close(fd)
+        for which, values in self.rlimits:
+            resource.setrlimit(which, values)
 
 
 def _feed(pipe: Optional[IO[bytes]], data: bytes) -> None:
@@ -520,11 +716,21 @@ def _feed(pipe: Optional[IO[bytes]], data: bytes) -> None:
         pipe.close()
 
 
+def _exited(process: subprocess.Popen[bytes]) -> bool:
+    """Whether the first process ended, without reaping it (see `_Launch.exited`)."""
+    try:
+        info = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
 def _collect(
     process: subprocess.Popen[bytes], limits: SandboxLimits, started: float
 ) -> tuple[bytes, bytes, bool, bool]:
-    """Read stdout and stderr until both close, the wall clock runs out or the output cap is
-    passed. Returns (stdout, stderr, truncated, timed_out)."""
+    """Read stdout and stderr until the command is over (its first process exited and the
+    pipes closed, or a short grace passed), the wall clock runs out or the output cap is
+    passed. Never reaps the process. Returns (stdout, stderr, truncated, timed_out)."""
     deadline = started + limits.wall_time_s
     cap = limits.max_output_bytes
     chunks: dict[int, list[bytes]] = {1: [], 2: []}
@@ -534,15 +740,21 @@ def _collect(
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ, 1)  # type: ignore[arg-type]
         selector.register(process.stderr, selectors.EVENT_READ, 2)  # type: ignore[arg-type]
-        while selector.get_map():
+        while True:
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
                 break
-            if exited_at is None and process.poll() is not None:
+            if exited_at is None and _exited(process):
                 exited_at = now
-            if exited_at is not None and now - exited_at > 0.5:
-                break  # a background process holds the pipes open; it is killed below
+            if exited_at is not None and (
+                not selector.get_map() or now - exited_at > _EXIT_GRACE_S
+            ):
+                break  # over; a background process holding the pipes is killed by the caller
+            if not selector.get_map():
+                # Both pipes closed, but the command runs on: wait for it, up to the deadline.
+                time.sleep(min(0.02, deadline - now))
+                continue
             for key, _ in selector.select(timeout=min(0.1, deadline - now)):
                 data = os.read(key.fd, 65536)
                 if not data:
@@ -555,8 +767,6 @@ def _collect(
                     truncated = True
             if truncated:
                 break
-    if timed_out or truncated:
-        _kill(process, [])
     return b"".join(chunks[1]), b"".join(chunks[2]), truncated, timed_out
 
 
@@ -577,15 +787,89 @@ def _cgroup_events(groups: list[str]) -> dict[str, int]:
     return found
 
 
-def _kill(process: subprocess.Popen[Any], groups: list[str]) -> None:
-    """SIGKILL the command's process group and every process in its cgroups; reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    for group in groups:
-        cgroups.kill_and_remove(group)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
-    for pipe in (process.stdin, process.stdout, process.stderr):
-        if pipe is not None:
-            with contextlib.suppress(OSError):
-                pipe.close()
+def _classify(
+    *,
+    backend: str,
+    returncode: int,
+    out: bytes,
+    err: bytes,
+    truncated: bool,
+    timed_out: bool,
+    closed: bool,
+    events: dict[str, int],
+    limits: SandboxLimits,
+    cgroup_controllers: frozenset[str],
+    duration: float,
+) -> ExecResult:
+    """The typed result. Facts first: what the sandbox did itself (timeout, output cap,
+    close), the cgroup's counters (OOM kills, refused forks), the signal that ended the command
+    (the kernel sends SIGXCPU and SIGXFSZ for those limits). Words in stderr count only where
+    no cgroup watches that limit, and only for a command that failed. Nothing here can
+    produce SANDBOX_ERROR."""
+    exit_code: Optional[int] = returncode if returncode >= 0 else None
+    sig: Optional[int] = -returncode if returncode < 0 else None
+    if backend == "bubblewrap" and exit_code is not None and 128 < exit_code < 128 + 65:
+        # bubblewrap's init reports a command killed by signal N as exit status 128 + N.
+        sig, exit_code = exit_code - 128, None
+    # A shell reports a child killed by signal N the same way; the limits below count it.
+    ended_by = sig
+    if ended_by is None and exit_code is not None and 128 < exit_code < 128 + 65:
+        ended_by = exit_code - 128
+    failed = sig is not None or exit_code != 0
+    tail = err[-4000:].decode("utf-8", "replace")
+    status, message = ExecStatus.OK, ""
+    if timed_out:
+        status = ExecStatus.TIMEOUT
+        message = f"ran past its {limits.wall_time_s:g} s wall-clock limit; every process killed"
+        if events.get("pids_max"):
+            message += " (it had also hit its process limit)"
+    elif truncated:
+        status = ExecStatus.OUTPUT_LIMIT
+        message = f"printed more than {limits.max_output_bytes} bytes; every process killed"
+    elif closed:
+        status, message = ExecStatus.KILLED, "the sandbox was closed while it ran"
+    elif events.get("oom_kill"):
+        status, message = ExecStatus.MEMORY_LIMIT, "ran out of its memory limit (cgroup OOM kill)"
+    elif ended_by == signal.SIGXCPU and limits.cpu_time_s is not None:
+        status, message = ExecStatus.CPU_LIMIT, f"used up its {limits.cpu_time_s:g} s of CPU time"
+    elif ended_by == signal.SIGXFSZ and limits.max_file_mb is not None:
+        status = ExecStatus.FILE_LIMIT
+        message = f"wrote a file larger than its {limits.max_file_mb} MB limit"
+    elif events.get("pids_max"):
+        status = ExecStatus.PROCESS_LIMIT
+        message = f"hit its limit of {limits.max_processes} processes (cgroup)"
+    elif failed and _fallback_hit(limits.memory_mb, "memory", cgroup_controllers, _MEMORY_RE, tail):
+        status = ExecStatus.MEMORY_LIMIT
+        message = "ran out of its memory limit (per-process rlimit; judged from its stderr)"
+    elif failed and _fallback_hit(limits.max_processes, "pids", cgroup_controllers, _FORK_RE, tail):
+        status = ExecStatus.PROCESS_LIMIT
+        message = "hit its process limit (rlimit; judged from its stderr)"
+    elif failed and limits.max_file_mb is not None and _FILE_RE.search(tail):
+        status = ExecStatus.FILE_LIMIT
+        message = "wrote a file larger than its limit (judged from its stderr)"
+    elif sig is not None:
+        status, message = ExecStatus.KILLED, f"killed by signal {sig}"
+    elif exit_code:
+        status = ExecStatus.ERROR
+    return ExecResult(
+        status=status,
+        exit_code=exit_code,
+        signal=sig,
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
+        truncated=truncated,
+        duration_s=round(duration, 6),
+        backend=backend,
+        message=message,
+    )
+
+
+def _fallback_hit(
+    limit: Optional[int],
+    controller: str,
+    controllers: frozenset[str],
+    words: re.Pattern[str],
+    tail: str,
+) -> bool:
+    """A limit enforced by an rlimit (no cgroup counts it) that the command's stderr says it hit."""
+    return limit is not None and controller not in controllers and words.search(tail) is not None
