@@ -283,7 +283,8 @@ class Sandbox:
             with self._lock:
                 self._running.discard(launch)
         duration = time.monotonic() - started
-        if self.backend == "bubblewrap" and not launch.command_started():
+        started_command = launch.command_started()
+        if not started_command and not launch.killed_by_close:
             # bubblewrap (or setpriv) failed before the command ran: the sandbox's failure. Only
             # a byte written before the command started counts, so no output can fake this.
             reason = (err.decode("utf-8", "replace").strip().splitlines() or ["no output"])[-1]
@@ -647,7 +648,7 @@ class SandboxProcess:
 
 
 _MEMORY_RE = re.compile(
-    r"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory", re.IGNORECASE
+    r"MemoryError|cannot allocate|std::bad_alloc|out of memory", re.IGNORECASE
 )
 _FORK_RE = re.compile(r"fork: (retry: )?Resource temporarily unavailable|BlockingIOError")
 _FILE_RE = re.compile(r"File too large|File size limit exceeded")
