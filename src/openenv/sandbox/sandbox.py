@@ -545,8 +545,10 @@ class Sandbox:
         self.close()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        try:
             self.close()
+        except Exception:  # noqa: S110 - at interpreter exit modules may be half torn down
+            pass
 
 
 class _Launch:
@@ -647,9 +649,7 @@ class SandboxProcess:
             self.sandbox._children.discard(self)
 
 
-_MEMORY_RE = re.compile(
-    r"MemoryError|cannot allocate|std::bad_alloc|out of memory", re.IGNORECASE
-)
+_MEMORY_RE = re.compile(r"MemoryError|cannot allocate|std::bad_alloc|out of memory", re.IGNORECASE)
 _FORK_RE = re.compile(r"fork: (retry: )?Resource temporarily unavailable|BlockingIOError")
 _FILE_RE = re.compile(r"File too large|File size limit exceeded")
 #: After the first process exits, how long background processes may keep the pipes open.
@@ -738,37 +738,55 @@ def _collect(
     total = 0
     truncated = timed_out = False
     exited_at: Optional[float] = None
+    # A pidfd turns readable when the process exits: no polling for the exit.
+    pidfd = _pidfd(process.pid)
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ, 1)  # type: ignore[arg-type]
         selector.register(process.stderr, selectors.EVENT_READ, 2)  # type: ignore[arg-type]
-        while True:
-            now = time.monotonic()
-            if now >= deadline:
-                timed_out = True
-                break
-            if exited_at is None and _exited(process):
-                exited_at = now
-            if exited_at is not None and (
-                not selector.get_map() or now - exited_at > _EXIT_GRACE_S
-            ):
-                break  # over; a background process holding the pipes is killed by the caller
-            if not selector.get_map():
-                # Both pipes closed, but the command runs on: wait for it, up to the deadline.
-                time.sleep(min(0.02, deadline - now))
-                continue
-            for key, _ in selector.select(timeout=min(0.1, deadline - now)):
-                data = os.read(key.fd, 65536)
-                if not data:
-                    selector.unregister(key.fileobj)
+        if pidfd is not None:
+            selector.register(pidfd, selectors.EVENT_READ, 0)
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    timed_out = True
+                    break
+                if exited_at is None and _exited(process):
+                    exited_at = now
+                    if pidfd is not None:
+                        selector.unregister(pidfd)
+                pipes_open = len(selector.get_map()) - (pidfd is not None and exited_at is None)
+                if exited_at is not None and (not pipes_open or now - exited_at > _EXIT_GRACE_S):
+                    break  # over; a background process holding the pipes is killed by the caller
+                if not pipes_open and pidfd is None:
+                    # Both pipes closed, the command runs on, and no pidfd: poll for its end.
+                    time.sleep(min(0.005, deadline - now))
                     continue
-                room = cap - total
-                chunks[key.data].append(data[:room])
-                total += min(len(data), room)
-                if len(data) > room:
-                    truncated = True
-            if truncated:
-                break
+                for key, _ in selector.select(timeout=min(0.1, deadline - now)):
+                    if key.data == 0:
+                        continue  # exited: seen at the top of the loop
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        selector.unregister(key.fileobj)
+                        continue
+                    room = cap - total
+                    chunks[key.data].append(data[:room])
+                    total += min(len(data), room)
+                    if len(data) > room:
+                        truncated = True
+                if truncated:
+                    break
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
     return b"".join(chunks[1]), b"".join(chunks[2]), truncated, timed_out
+
+
+def _pidfd(pid: int) -> Optional[int]:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # an old kernel or Python: poll instead
+        return None
 
 
 def _cgroup_events(groups: list[str]) -> dict[str, int]:
