@@ -8,6 +8,7 @@ documented weakness it is, in test_isolation.py; see docs/sandbox.md.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from openenv.sandbox import ExecStatus, Sandbox, SandboxError, SandboxLimits
 
-from .conftest import has_cgroup, survivors, unique_sleep
+from .conftest import has_cgroup, processes_with, survivors, unique_sleep
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -128,6 +129,19 @@ def test_a_huge_argv_is_the_commands_error_and_a_huge_stdin_is_fed(
     assert fed.status is ExecStatus.OK and fed.stdout.strip() == "20000000", fed
     ignored = box.run(["true"], stdin=b"z" * 20_000_000)  # never reads it: no hang
     assert ignored.status is ExecStatus.OK, ignored
+
+
+def test_stdin_nobody_reads_cannot_hang_the_caller(make_box: Any, backend_kind: str) -> None:
+    """A background process that escaped the kill (process backend without a cgroup) and
+    holds stdin open without reading it must not block run() writing a large stdin."""
+    argument, token = unique_sleep()
+    box = make_box()
+    try:
+        result = box.run(["sh", "-c", f"setsid sleep {argument} & exit 0"], stdin=b"s" * 5_000_000)
+        assert result.status is ExecStatus.OK, result
+    finally:
+        for pid in processes_with(token):  # the documented escape of the weakest configuration
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_missing_program_is_the_commands_error(make_box: Any, backend_kind: str) -> None:

@@ -272,10 +272,8 @@ class Sandbox:
         with self._lock:
             self._running.add(launch)
         try:
-            if stdin is not None:
-                data = stdin.encode() if isinstance(stdin, str) else stdin
-                threading.Thread(target=_feed, args=(process.stdin, data), daemon=True).start()
-            out, err, truncated, timed_out = _collect(process, limits, started)
+            data = stdin.encode() if isinstance(stdin, str) else stdin
+            out, err, truncated, timed_out = _collect(process, limits, started, data)
             events = _cgroup_events(launch.groups)
         finally:
             launch.kill()
@@ -547,7 +545,7 @@ class Sandbox:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: S110 - at interpreter exit modules may be half torn down
+        except Exception:  # at interpreter exit, modules may be half torn down
             pass
 
 
@@ -708,15 +706,6 @@ class _Prepare:
             resource.setrlimit(which, values)
 
 
-def _feed(pipe: Optional[IO[bytes]], data: bytes) -> None:
-    if pipe is None:
-        return
-    with contextlib.suppress(OSError, ValueError):
-        pipe.write(data)
-    with contextlib.suppress(OSError, ValueError):
-        pipe.close()
-
-
 def _exited(process: subprocess.Popen[bytes]) -> bool:
     """Whether the first process ended, without reaping it (see `_Launch.exited`)."""
     try:
@@ -727,11 +716,16 @@ def _exited(process: subprocess.Popen[bytes]) -> bool:
 
 
 def _collect(
-    process: subprocess.Popen[bytes], limits: SandboxLimits, started: float
+    process: subprocess.Popen[bytes],
+    limits: SandboxLimits,
+    started: float,
+    stdin: Optional[bytes] = None,
 ) -> tuple[bytes, bytes, bool, bool]:
-    """Read stdout and stderr until the command is over (its first process exited and the
-    pipes closed, or a short grace passed), the wall clock runs out or the output cap is
-    passed. Never reaps the process. Returns (stdout, stderr, truncated, timed_out)."""
+    """Feed stdin and read stdout and stderr until the command is over (its first process
+    exited and the pipes closed, or a short grace passed), the wall clock runs out or the output
+    cap is passed. Never reaps the process. Stdin is written without blocking, so a command (or
+    an escaped background process) that never reads it cannot hang the server's thread.
+    Returns (stdout, stderr, truncated, timed_out)."""
     deadline = started + limits.wall_time_s
     cap = limits.max_output_bytes
     chunks: dict[int, list[bytes]] = {1: [], 2: []}
@@ -745,6 +739,10 @@ def _collect(
         selector.register(process.stderr, selectors.EVENT_READ, 2)  # type: ignore[arg-type]
         if pidfd is not None:
             selector.register(pidfd, selectors.EVENT_READ, 0)
+        to_write = memoryview(stdin or b"")
+        if process.stdin is not None:
+            os.set_blocking(process.stdin.fileno(), False)
+            selector.register(process.stdin, selectors.EVENT_WRITE, -1)
         try:
             while True:
                 now = time.monotonic()
@@ -755,7 +753,7 @@ def _collect(
                     exited_at = now
                     if pidfd is not None:
                         selector.unregister(pidfd)
-                pipes_open = len(selector.get_map()) - (pidfd is not None and exited_at is None)
+                pipes_open = sum(key.data > 0 for key in selector.get_map().values())
                 if exited_at is not None and (not pipes_open or now - exited_at > _EXIT_GRACE_S):
                     break  # over; a background process holding the pipes is killed by the caller
                 if not pipes_open and pidfd is None:
@@ -765,6 +763,9 @@ def _collect(
                 for key, _ in selector.select(timeout=min(0.1, deadline - now)):
                     if key.data == 0:
                         continue  # exited: seen at the top of the loop
+                    if key.data == -1:
+                        to_write = _write_some(selector, process.stdin, to_write)
+                        continue
                     data = os.read(key.fd, 65536)
                     if not data:
                         selector.unregister(key.fileobj)
@@ -779,7 +780,29 @@ def _collect(
         finally:
             if pidfd is not None:
                 os.close(pidfd)
+            if process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
     return b"".join(chunks[1]), b"".join(chunks[2]), truncated, timed_out
+
+
+def _write_some(
+    selector: selectors.BaseSelector, pipe: Optional[IO[bytes]], data: memoryview
+) -> memoryview:
+    """Write what the pipe takes now; close it when all is written or the reader is gone."""
+    assert pipe is not None
+    try:
+        written = os.write(pipe.fileno(), data[:65536]) if data else 0
+    except BlockingIOError:
+        return data
+    except OSError:  # the command closed its stdin (EPIPE): it wants no more
+        written = len(data)
+    data = data[written:]
+    if not data:
+        selector.unregister(pipe)
+        with contextlib.suppress(OSError):
+            pipe.close()
+    return data
 
 
 def _pidfd(pid: int) -> Optional[int]:
@@ -846,7 +869,10 @@ def _classify(
         status = ExecStatus.OUTPUT_LIMIT
         message = f"printed more than {limits.max_output_bytes} bytes; every process killed"
     elif closed:
-        status, message = ExecStatus.KILLED, "the sandbox was closed while it ran"
+        status, message = (
+            ExecStatus.KILLED,
+            "stopped by the sandbox (closed, or its workspace cleared)",
+        )
     elif events.get("oom_kill"):
         status, message = ExecStatus.MEMORY_LIMIT, "ran out of its memory limit (cgroup OOM kill)"
     elif ended_by == signal.SIGXCPU and limits.cpu_time_s is not None:
