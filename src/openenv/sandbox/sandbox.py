@@ -79,12 +79,21 @@ def choose_backend(requested: Optional[str] = None) -> str:
 
 
 def describe_backend(backend: str) -> str:
-    """One line for logs, /health metadata and READMEs."""
+    """One line for logs, /health metadata and READMEs: the isolation, and whether limits
+    hold for a command's whole process tree (a cgroup) or per process (rlimits)."""
+    if cgroups.mode() is not None:
+        limits = f"cgroup {cgroups.mode()} limits for the whole process tree"
+    else:
+        limits = "per-process rlimits only (no writable cgroup)"
     if backend == "bubblewrap":
-        return "bubblewrap: own namespaces, read-only system, no network, private workspace"
+        return (
+            "bubblewrap: own namespaces, read-only system, no network, private workspace; " + limits
+        )
     return (
-        "process: own session, rlimits and cgroup when available; NO filesystem or network "
-        "isolation (the container or machine around the server is the boundary)"
+        "process: own session and "
+        + limits
+        + "; NO filesystem or network isolation (the container or machine around the server "
+        "is the boundary)"
     )
 
 
