@@ -324,7 +324,7 @@ def test_a_sandbox_that_cannot_start_is_an_infrastructure_error(
     assert raised.value.data["category"] == "infrastructure"
 
 
-def test_the_process_backend_keeps_the_server_environment_out(
+def test_the_servers_environment_variables_stay_out(
     make_box: Any, backend_kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENENV_TEST_SECRET", "hunter2")

@@ -280,6 +280,10 @@ class Sandbox:
         process = launch.process
         with self._lock:
             self._running.add(launch)
+            closed_meanwhile = self._closed
+        if closed_meanwhile:  # close() ran while this command was starting: it missed it
+            launch.killed_by_close = True
+            launch.kill()
         try:
             data = stdin.encode() if isinstance(stdin, str) else stdin
             out, err, truncated, timed_out = _collect(process, limits, started, data)
@@ -326,6 +330,10 @@ class Sandbox:
         child = SandboxProcess(self, launch)
         with self._lock:
             self._children.add(child)
+            closed_meanwhile = self._closed
+        if closed_meanwhile:  # close() ran while it was starting
+            child.kill()
+            raise OSError("the sandbox is closed")
         return child
 
     def _sandbox_error(self, message: str) -> ExecResult:
