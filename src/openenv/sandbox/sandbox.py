@@ -407,6 +407,12 @@ class Sandbox:
                 ResourceLimits(memory_mb=limits.memory_mb, pids=limits.max_processes),
             )
             controllers = _controllers(groups)
+            sweep = None
+            if self.backend == "process" and "pids" not in controllers:
+                # No cgroup holds the tree: mark the command's environment so that processes
+                # that left its process group (setsid, daemons) can still be found and killed.
+                sweep = f"{_SWEEP_VARIABLE}={secrets.token_hex(12)}".encode()
+                full_env[_SWEEP_VARIABLE] = sweep.split(b"=", 1)[1].decode()
             nproc = None
             if "pids" not in controllers and limits.max_processes is not None and not self._as_root:
                 nproc = _count_tasks_of(os.getuid()) + limits.max_processes
@@ -440,7 +446,7 @@ class Sandbox:
         finally:
             if marker_w >= 0:
                 os.close(marker_w)
-        return _Launch(process, groups or [], controllers, marker_r)
+        return _Launch(process, groups or [], controllers, marker_r, sweep)
 
     def _bwrap_argv(self, limits: SandboxLimits, workdir: str) -> list[str]:
         argv = ["bwrap"]
@@ -575,8 +581,10 @@ class _Launch:
         groups: list[str],
         controllers: frozenset[str],
         marker_fd: int,
+        sweep: Optional[bytes] = None,
     ) -> None:
         self.process = process
+        self.sweep = sweep
         self.groups = groups
         self.controllers = controllers
         self.marker_fd = marker_fd
@@ -599,6 +607,8 @@ class _Launch:
             groups, self.groups = self.groups, []
         for group in groups:
             cgroups.kill_and_remove(group)
+        if self.sweep is not None:
+            _kill_marked(self.sweep)
 
     def reap(self) -> int:
         """Wait for the (killed) first process; its wait status."""
@@ -666,9 +676,34 @@ class SandboxProcess:
 
 _MEMORY_RE = re.compile(r"MemoryError|cannot allocate|std::bad_alloc|out of memory", re.IGNORECASE)
 _FORK_RE = re.compile(r"fork: (retry: )?Resource temporarily unavailable|BlockingIOError")
+#: Set in the environment of a process-backend command that no cgroup holds (see _kill_marked).
+_SWEEP_VARIABLE = "OPENENV_SANDBOX_RUN"
 _FILE_RE = re.compile(r"File too large|File size limit exceeded")
 #: After the first process exits, how long background processes may keep the pipes open.
 _EXIT_GRACE_S = 0.5
+
+
+def _kill_marked(entry: bytes, rounds: int = 3) -> None:
+    """SIGKILL every process whose environment holds `entry` (this command's mark), in a few
+    rounds to catch forks in flight. Best effort, for the process backend without a cgroup: a
+    process that clears its environment before escaping the process group is not found."""
+    me = os.getpid()
+    for _ in range(rounds):
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    marked = entry in handle.read().split(b"\0")
+            except OSError:
+                continue
+            if marked:
+                found = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(name), signal.SIGKILL)
+        if not found:
+            return
 
 
 def _controllers(groups: Optional[list[str]]) -> frozenset[str]:
