@@ -5,16 +5,17 @@ Two backends, chosen once per `Sandbox` (`OPENENV_SANDBOX=auto|bubblewrap|proces
 - **bubblewrap** (where `bwrap` can create namespaces): a new user, PID, IPC, UTS and network
   namespace (loopback only unless `network=True`); the system, the interpreter and its packages
   bound read-only; the workspace the only writable folder besides a private /tmp; no
-  capabilities; the trainer's environment variables cleared. When the command ends, its PID
-  namespace ends with it, so no background process survives.
+  capabilities; the trainer's environment variables cleared; a root server's commands run as
+  nobody. When the command ends, its PID namespace ends with it, so no background process
+  survives.
 - **process** (the fallback, e.g. inside a container that forbids user namespaces): a new session
   and process group in the workspace with a cleared environment and the same resource limits;
   no filesystem or network isolation of its own, so the container (or machine) around it is the
   boundary. `Sandbox.backend` and every `ExecResult.backend` say which one was in force.
 
 Both: a cgroup per command where one is writable (memory and process ceilings for the whole tree,
-and a kill that reaches every descendant), else per-process rlimits; the unprivileged user
-(nobody) when the server runs as root; CPU, file-size and wall-clock limits; output capped.
+and a kill that reaches every descendant), else per-process rlimits; CPU, file-size and
+wall-clock limits; output capped. docs/sandbox.md says what each guarantees and what it does not.
 """
 
 from __future__ import annotations
@@ -683,27 +684,42 @@ _FILE_RE = re.compile(r"File too large|File size limit exceeded")
 _EXIT_GRACE_S = 0.5
 
 
-def _kill_marked(entry: bytes, rounds: int = 3) -> None:
-    """SIGKILL every process whose environment holds `entry` (this command's mark), in a few
-    rounds to catch forks in flight. Best effort, for the process backend without a cgroup: a
-    process that clears its environment before escaping the process group is not found."""
+def _kill_marked(entry: bytes, rounds: int = 10) -> None:
+    """SIGKILL every process whose environment holds `entry` (this command's mark). Best
+    effort, for the process backend without a cgroup: a process that clears its environment
+    before escaping the process group is not found. Rounds repeat while a kill landed (its
+    children may be forking) or while some process's environment read empty, which is what a
+    process in the middle of exec'ing shows."""
     me = os.getpid()
     for _ in range(rounds):
-        found = False
+        again = False
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) == me:
                 continue
             try:
                 with open(f"/proc/{name}/environ", "rb") as handle:
-                    marked = entry in handle.read().split(b"\0")
+                    environ = handle.read()
+                if not environ:
+                    again = again or not _kernel_thread(name)
+                    continue
             except OSError:
                 continue
-            if marked:
-                found = True
+            if entry in environ.split(b"\0"):
+                again = True
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(int(name), signal.SIGKILL)
-        if not found:
+        if not again:
             return
+        time.sleep(0.002)
+
+
+def _kernel_thread(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            flags = int(handle.read().rpartition(b")")[2].split()[6])
+    except (OSError, ValueError, IndexError):
+        return True
+    return bool(flags & 0x00200000)  # PF_KTHREAD
 
 
 def _controllers(groups: Optional[list[str]]) -> frozenset[str]:
