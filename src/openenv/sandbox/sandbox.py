@@ -99,13 +99,25 @@ def describe_backend(backend: str) -> str:
 
 
 def _count_tasks_of(uid: int) -> int:
+    """Threads of every process whose real uid is `uid`: what RLIMIT_NPROC counts. Read from
+    /proc/<pid>/status, not the folder's owner, which is root for a non-dumpable process."""
     count = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
-        with contextlib.suppress(OSError):
-            if os.stat(entry.path).st_uid == uid:
-                count += len(os.listdir(f"{entry.path}/task"))
+        try:
+            with open(f"/proc/{name}/status", "rb") as handle:
+                status = handle.read()
+        except OSError:
+            continue
+        real_uid = threads = None
+        for line in status.splitlines():
+            if line.startswith(b"Uid:"):
+                real_uid = int(line.split()[1])
+            elif line.startswith(b"Threads:"):
+                threads = int(line.split()[1])
+        if real_uid == uid and threads:
+            count += threads
     return count
 
 
