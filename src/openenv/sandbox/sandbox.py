@@ -5,22 +5,25 @@ Two backends, chosen once per `Sandbox` (`OPENENV_SANDBOX=auto|bubblewrap|proces
 - **bubblewrap** (where `bwrap` can create namespaces): a new user, PID, IPC, UTS and network
   namespace (loopback only unless `network=True`); the system, the interpreter and its packages
   bound read-only; the workspace the only writable folder besides a private /tmp; no
-  capabilities; the trainer's environment variables cleared. When the command ends, its PID
-  namespace ends with it, so no background process survives.
+  capabilities; the trainer's environment variables cleared; a root server's commands run as
+  nobody. When the command ends, its PID namespace ends with it, so no background process
+  survives.
 - **process** (the fallback, e.g. inside a container that forbids user namespaces): a new session
   and process group in the workspace with a cleared environment and the same resource limits;
   no filesystem or network isolation of its own, so the container (or machine) around it is the
   boundary. `Sandbox.backend` and every `ExecResult.backend` say which one was in force.
 
 Both: a cgroup per command where one is writable (memory and process ceilings for the whole tree,
-and a kill that reaches every descendant), else per-process rlimits; the unprivileged user
-(nobody) when the server runs as root; CPU, file-size and wall-clock limits; output capped.
+and a kill that reaches every descendant), else per-process rlimits; CPU, file-size and
+wall-clock limits; output capped. docs/sandbox.md says what each guarantees and what it does not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import math
 import os
 import re
 import resource
@@ -28,6 +31,7 @@ import secrets
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,7 +39,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Optional, Union
+from typing import IO, Optional, Union
 
 from ..providers import cgroups
 from ..providers.sandbox import _ETC, SANDBOX_GID, SANDBOX_UID, _root_userns, bound_paths
@@ -77,23 +81,44 @@ def choose_backend(requested: Optional[str] = None) -> str:
 
 
 def describe_backend(backend: str) -> str:
-    """One line for logs, /health metadata and READMEs."""
+    """One line for logs, /health metadata and READMEs: the isolation, and whether limits
+    hold for a command's whole process tree (a cgroup) or per process (rlimits)."""
+    if cgroups.mode() is not None:
+        limits = f"cgroup {cgroups.mode()} limits for the whole process tree"
+    else:
+        limits = "per-process rlimits only (no writable cgroup)"
     if backend == "bubblewrap":
-        return "bubblewrap: own namespaces, read-only system, no network, private workspace"
+        return (
+            "bubblewrap: own namespaces, read-only system, no network, private workspace; " + limits
+        )
     return (
-        "process: own session, rlimits and cgroup when available; NO filesystem or network "
-        "isolation (the container or machine around the server is the boundary)"
+        "process: own session and "
+        + limits
+        + "; NO filesystem or network isolation (the container or machine around the server "
+        "is the boundary)"
     )
 
 
 def _count_tasks_of(uid: int) -> int:
+    """Threads of every process whose real uid is `uid`: what RLIMIT_NPROC counts. Read from
+    /proc/<pid>/status, not the folder's owner, which is root for a non-dumpable process."""
     count = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
-        with contextlib.suppress(OSError):
-            if os.stat(entry.path).st_uid == uid:
-                count += len(os.listdir(f"{entry.path}/task"))
+        try:
+            with open(f"/proc/{name}/status", "rb") as handle:
+                status = handle.read()
+        except OSError:
+            continue
+        real_uid = threads = None
+        for line in status.splitlines():
+            if line.startswith(b"Uid:"):
+                real_uid = int(line.split()[1])
+            elif line.startswith(b"Threads:"):
+                threads = int(line.split()[1])
+        if real_uid == uid and threads:
+            count += threads
     return count
 
 
@@ -143,6 +168,7 @@ class Sandbox:
                 "isolation; install bubblewrap or run the server as an unprivileged user"
             )
         self._children: set[SandboxProcess] = set()
+        self._running: set[_Launch] = set()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -173,21 +199,62 @@ class Sandbox:
         return path
 
     def write_file(self, relative: Union[str, Path], content: Union[str, bytes]) -> Path:
+        """Write a workspace file (making its folders). Walks the path without following
+        symlinks, so a command that swaps a folder for a symlink meanwhile cannot redirect it."""
         path = self.host_path(relative)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for parent in reversed(path.relative_to(self.host_workspace).parents):
-            self.give_to_sandbox_user(self.host_workspace / parent)
-        if path.is_symlink():
-            path.unlink()
         data = content.encode() if isinstance(content, str) else content
-        path.write_bytes(data)
-        self.give_to_sandbox_user(path)
+        fd = self._open_beneath(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_parents=True)
+        with os.fdopen(fd, "wb") as handle:
+            self.give_to_sandbox_user(handle.fileno())
+            handle.write(data)
         return path
 
     def read_file(self, relative: Union[str, Path], max_bytes: int = 10_000_000) -> bytes:
-        path = self.host_path(relative)
-        with path.open("rb") as handle:
+        """The first `max_bytes` of a regular workspace file (symlinks out of the workspace,
+        FIFOs and devices refused: WorkspacePathError)."""
+        fd = self._open_beneath(self.host_path(relative), os.O_RDONLY)
+        with os.fdopen(fd, "rb") as handle:
             return handle.read(max_bytes)
+
+    def _open_beneath(self, path: Path, flags: int, *, make_parents: bool = False) -> int:
+        """Open `path` (inside the workspace) one component at a time with O_NOFOLLOW, and
+        only if it is a regular file: a FIFO would block the server's thread."""
+        relative = path.relative_to(self.host_workspace)
+        parts = relative.parts
+        if not parts:
+            raise WorkspacePathError("the workspace itself is not a file")
+        directory = os.open(self.host_workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for name in parts[:-1]:
+                if make_parents:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o755, dir_fd=directory)
+                try:
+                    inner = os.open(
+                        name,
+                        os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                        dir_fd=directory,
+                    )
+                except OSError as exc:
+                    raise WorkspacePathError(f"{str(relative)!r}: {exc.strerror}") from exc
+                os.close(directory)
+                directory = inner
+                if make_parents:
+                    self.give_to_sandbox_user(directory)
+            flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            try:
+                fd = os.open(parts[-1], flags, 0o644, dir_fd=directory)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.EISDIR) and not flags & os.O_CREAT:
+                    raise
+                raise WorkspacePathError(f"{str(relative)!r}: {exc.strerror}") from exc
+        finally:
+            os.close(directory)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise WorkspacePathError(f"{str(relative)!r} is not a regular file")
+        os.set_blocking(fd, True)
+        return fd
 
     def clear_workspace(self, *, kill_processes: bool = True) -> None:
         """Delete everything in the workspace (a new episode), killing what still runs there
@@ -201,12 +268,15 @@ class Sandbox:
                 with contextlib.suppress(OSError):
                     entry.unlink()
 
-    def give_to_sandbox_user(self, path: Union[str, Path]) -> None:
-        """Make a host path the sandbox's commands may write (they run as nobody when the
-        server is root under bubblewrap; otherwise as the server's own user: nothing to do)."""
+    def give_to_sandbox_user(self, path: Union[str, Path, int]) -> None:
+        """Make a host path (or an open fd) one the sandbox's commands may write: they run as
+        nobody when the server is root under bubblewrap; otherwise there is nothing to do."""
         if os.geteuid() == 0 and self.backend == "bubblewrap":
             with contextlib.suppress(OSError):
-                os.chown(path, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
+                if isinstance(path, int):
+                    os.fchown(path, SANDBOX_UID, SANDBOX_GID)
+                else:
+                    os.chown(path, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -220,29 +290,51 @@ class Sandbox:
         cwd: Optional[str] = None,
     ) -> ExecResult:
         """Run one command to its end (or its limits) and say how it went. Never raises for
-        what the command does; a sandbox that cannot start is `ExecStatus.SANDBOX_ERROR`."""
+        what the command does; a sandbox that cannot start is `ExecStatus.SANDBOX_ERROR`.
+        Safe to call from many threads at once."""
         limits = limits or self.limits
         started = time.monotonic()
         try:
-            process, groups = self._popen(argv, limits, env, cwd, stdin_pipe=stdin is not None)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return ExecResult(
-                status=ExecStatus.SANDBOX_ERROR,
-                backend=self.backend,
-                message=f"could not start the command: {exc}",
-            )
+            launch = self._popen(argv, limits, env, cwd, stdin_pipe=stdin is not None, marker=True)
+        except OSError as exc:
+            return self._not_started(argv, exc)
+        except subprocess.SubprocessError as exc:
+            return self._sandbox_error(f"could not start the command: {exc}")
+        process = launch.process
+        with self._lock:
+            self._running.add(launch)
+            closed_meanwhile = self._closed
+        if closed_meanwhile:  # close() ran while this command was starting: it missed it
+            launch.killed_by_close = True
+            launch.kill()
         try:
-            if stdin is not None:
-                data = stdin.encode() if isinstance(stdin, str) else stdin
-                threading.Thread(target=_feed, args=(process.stdin, data), daemon=True).start()
-            out, err, truncated, timed_out = _collect(process, limits, started)
-            returncode = process.wait()
-            events = _cgroup_events(groups)
+            data = stdin.encode() if isinstance(stdin, str) else stdin
+            out, err, truncated, timed_out = _collect(process, limits, started, data)
+            events = _cgroup_events(launch.groups)
         finally:
-            _kill(process, groups)
+            launch.kill()
+            status = launch.reap()
+            with self._lock:
+                self._running.discard(launch)
         duration = time.monotonic() - started
-        return self._result(
-            returncode, out, err, truncated, timed_out, events, duration, limits.max_output_bytes
+        started_command = launch.command_started()
+        if not started_command and not launch.killed_by_close:
+            # bubblewrap (or setpriv) failed before the command ran: the sandbox's failure. Only
+            # a byte written before the command started counts, so no output can fake this.
+            reason = (err.decode("utf-8", "replace").strip().splitlines() or ["no output"])[-1]
+            return self._sandbox_error(f"bubblewrap could not start the command: {reason}")
+        return _classify(
+            backend=self.backend,
+            returncode=os.waitstatus_to_exitcode(status),
+            out=out,
+            err=err,
+            truncated=truncated,
+            timed_out=timed_out,
+            closed=launch.killed_by_close,
+            events=events,
+            limits=limits,
+            cgroup_controllers=launch.controllers,
+            duration=duration,
         )
 
     def spawn(
@@ -256,6 +348,7 @@ class Sandbox:
     ) -> SandboxProcess:
         """Start a long-lived process (an interpreter, a kernel) with stdin/stdout/stderr pipes.
         Its wall-clock limit is the caller's to enforce, per request; `close()` kills it.
+        Raises OSError (or subprocess.SubprocessError) when it cannot start.
 
         `binds`: host folders the process may also write, at the same path inside (e.g. for
         the IPC sockets a kernel shares with the server). Unlike the workspace, they can live
@@ -265,13 +358,43 @@ class Sandbox:
         that forked it, and a server's worker thread (or a helper thread) may end first."""
         limits = limits or self.limits
         folders = [str(Path(b).resolve()) for b in binds]
-        process, groups = on_spawner_thread(
-            lambda: self._popen(argv, limits, env, cwd, stdin_pipe=True, binds=folders)
+        launch = on_spawner_thread(
+            lambda: self._popen(
+                argv, limits, env, cwd, stdin_pipe=True, marker=False, binds=folders
+            )
         )
-        child = SandboxProcess(self, process, groups)
+        child = SandboxProcess(self, launch)
         with self._lock:
             self._children.add(child)
+            closed_meanwhile = self._closed
+        if closed_meanwhile:  # close() ran while it was starting
+            child.kill()
+            raise OSError("the sandbox is closed")
         return child
+
+    def _sandbox_error(self, message: str) -> ExecResult:
+        return ExecResult(status=ExecStatus.SANDBOX_ERROR, backend=self.backend, message=message)
+
+    def _not_started(self, argv: Sequence[str], exc: OSError) -> ExecResult:
+        """A command that cannot be executed (not found, not executable, arguments too long)
+        is the command's failure, reported with a shell's exit codes; anything else is ours."""
+        program = argv[0] if argv else ""
+        if exc.errno == errno.E2BIG:
+            code, why = 126, "argument list too long"
+        elif exc.errno in (errno.ENOENT, errno.EACCES, errno.ENOEXEC) and (
+            exc.filename in (program, None) and self.backend == "process"
+        ):
+            code = 127 if exc.errno == errno.ENOENT else 126
+            why = os.strerror(exc.errno or 0)
+        else:
+            return self._sandbox_error(f"could not start the command: {exc}")
+        return ExecResult(
+            status=ExecStatus.ERROR,
+            exit_code=code,
+            stderr=f"{program[:200]}: {why}\n",
+            backend=self.backend,
+            message=f"could not execute the command: {why}",
+        )
 
     def _popen(
         self,
@@ -281,8 +404,9 @@ class Sandbox:
         cwd: Optional[str],
         *,
         stdin_pipe: bool,
+        marker: bool,
         binds: Sequence[str] = (),
-    ) -> tuple[subprocess.Popen[bytes], list[str]]:
+    ) -> _Launch:
         if self._closed:
             raise OSError("the sandbox is closed")
         if not argv:
@@ -298,44 +422,68 @@ class Sandbox:
             **self.env,
             **(env or {}),
         }
-        workdir = self.workspace if cwd is None else str(Path(self.workspace, cwd))
-        if self.backend == "bubblewrap":
-            command = [*self._bwrap_argv(limits, workdir, binds), *argv]
-            host_cwd = str(self.host_workspace)
-        else:
-            command = list(argv)
-            host_cwd = str(self.host_path(cwd or "."))
-        groups = cgroups.create(
-            f"sandbox-{secrets.token_hex(6)}",
-            ResourceLimits(memory_mb=limits.memory_mb, pids=limits.max_processes),
-        )
-        nproc = None
-        if groups is None and limits.max_processes is not None and not self._as_root:
-            nproc = _count_tasks_of(os.getuid()) + limits.max_processes
-
-        def prepare() -> None:  # runs in the child, between fork and exec
-            if groups:
-                cgroups.add_process(groups)
-            _set_rlimits(limits, per_process_memory=not groups, nproc=nproc)
-
+        host_cwd = self.host_path(cwd or ".")  # refuses a cwd outside the workspace
+        relative_cwd = host_cwd.relative_to(self.host_workspace)
+        marker_r = marker_w = -1
+        if self.backend == "bubblewrap" and marker:
+            marker_r, marker_w = os.pipe()
         try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=host_cwd,
-                env=full_env,
-                start_new_session=True,
-                preexec_fn=prepare,
-                close_fds=True,
-                pass_fds=() if self._userns_fd is None else (self._userns_fd,),
+            if self.backend == "bubblewrap":
+                workdir = str(Path(WORKSPACE, relative_cwd))
+                command = [
+                    *self._bwrap_argv(limits, workdir, binds),
+                    *self._inner_argv(argv, marker_w),
+                ]
+                popen_cwd = str(self.host_workspace)
+            else:
+                command = list(argv)
+                popen_cwd = str(host_cwd)
+            pass_fds = tuple(fd for fd in (self._userns_fd, marker_w) if fd is not None and fd >= 0)
+            groups = cgroups.create(
+                f"sandbox-{secrets.token_hex(6)}",
+                ResourceLimits(memory_mb=limits.memory_mb, pids=limits.max_processes),
             )
+            controllers = _controllers(groups)
+            sweep = None
+            if self.backend == "process" and "pids" not in controllers:
+                # No cgroup holds the tree: mark the command's environment so that processes
+                # that left its process group (setsid, daemons) can still be found and killed.
+                sweep = f"{_SWEEP_VARIABLE}={secrets.token_hex(12)}".encode()
+                full_env[_SWEEP_VARIABLE] = sweep.split(b"=", 1)[1].decode()
+            nproc = None
+            if "pids" not in controllers and limits.max_processes is not None and not self._as_root:
+                nproc = _count_tasks_of(os.getuid()) + limits.max_processes
+            prepare = _Prepare(
+                limits,
+                cgroup_procs=[os.fsencode(os.path.join(g, "cgroup.procs")) for g in groups or ()],
+                per_process_memory="memory" not in controllers,
+                nproc=nproc,
+            )
+            try:
+                process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=popen_cwd,
+                    env=full_env,
+                    start_new_session=True,
+                    preexec_fn=prepare,
+                    close_fds=True,
+                    pass_fds=pass_fds,
+                )
+            except BaseException:
+                for group in groups or []:
+                    cgroups.kill_and_remove(group)
+                raise
         except BaseException:
-            for group in groups or []:
-                cgroups.kill_and_remove(group)
+            if marker_r >= 0:
+                os.close(marker_r)
             raise
-        return process, groups or []
+        finally:
+            if marker_w >= 0:
+                os.close(marker_w)
+        return _Launch(process, groups or [], controllers, marker_r, sweep)
 
     def _bwrap_argv(
         self, limits: SandboxLimits, workdir: str, binds: Sequence[str] = ()
@@ -378,7 +526,8 @@ class Sandbox:
                 bind("--ro-bind", top)
         for name in _ETC:
             bind("--ro-bind-try", f"/etc/{name}")
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # A private /tmp anyone may write to (the command may run as nobody).
+        argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         made.update(("/proc", "/dev", "/tmp"))
         for path in bound_paths(sys.executable, None, self._ro_binds):
             if path != str(self.host_workspace):
@@ -387,12 +536,17 @@ class Sandbox:
         for folder in self._hidden:
             if os.path.isdir(folder):
                 argv += ["--tmpfs", folder, "--remount-ro", folder]
-
         for path in binds:
             bind("--bind", path)
         argv += ["--remount-ro", "/", "--chdir", workdir, "--"]
+        return argv
+
+    def _inner_argv(self, argv: Sequence[str], marker_fd: int) -> list[str]:
+        """What bubblewrap runs: (as root: setpriv to nobody), then a shell that reports "the
+        command is starting" on the marker pipe, closes our descriptors and execs the command."""
+        inner: list[str] = []
         if self._userns_fd is not None:
-            argv += [
+            inner += [
                 "setpriv",
                 f"--reuid={SANDBOX_UID}",
                 f"--regid={SANDBOX_GID}",
@@ -402,73 +556,45 @@ class Sandbox:
                 "--no-new-privs",
                 "--",
             ]
-        return argv
-
-    def _result(
-        self,
-        returncode: int,
-        out: bytes,
-        err: bytes,
-        truncated: bool,
-        timed_out: bool,
-        events: dict[str, int],
-        duration: float,
-        max_output: int,
-    ) -> ExecResult:
-        exit_code: Optional[int] = returncode if returncode >= 0 else None
-        sig: Optional[int] = -returncode if returncode < 0 else None
-        if self.backend == "bubblewrap" and returncode > 128 and returncode - 128 < 65:
-            # bubblewrap reports a command killed by signal N as exit status 128 + N.
-            sig, exit_code = returncode - 128, None
-        stdout = out.decode("utf-8", "replace")
-        stderr = err.decode("utf-8", "replace")
-        tail = stderr[-2000:]
-        status, message = ExecStatus.OK, ""
-        if timed_out:
-            status = ExecStatus.TIMEOUT
-            message = "the wall-clock limit ran out; every process killed"
-        elif truncated:
-            status = ExecStatus.OUTPUT_LIMIT
-            message = f"printed more than {max_output} bytes; killed"
-        elif events.get("oom_kill") or "MemoryError" in tail or _MEMORY_RE.search(tail):
-            status, message = ExecStatus.MEMORY_LIMIT, "ran out of its memory limit"
-        elif sig == signal.SIGXCPU:
-            status, message = ExecStatus.CPU_LIMIT, "used up its CPU time"
-        elif sig == signal.SIGXFSZ or "File too large" in tail:
-            status, message = ExecStatus.FILE_LIMIT, "wrote a file larger than its limit"
-        elif events.get("pids_max") or _FORK_RE.search(tail):
-            status, message = ExecStatus.PROCESS_LIMIT, "hit its process limit"
-        elif sig is not None:
-            status, message = ExecStatus.KILLED, f"killed by signal {sig}"
-        elif exit_code:
-            status = ExecStatus.ERROR
-        if status is ExecStatus.PROCESS_LIMIT and exit_code == 0:
-            status = ExecStatus.OK  # a refused fork it recovered from is not a failure
-        return ExecResult(
-            status=status,
-            exit_code=exit_code,
-            signal=sig,
-            stdout=stdout,
-            stderr=stderr,
-            truncated=truncated,
-            duration_s=round(duration, 6),
-            backend=self.backend,
-            message=message,
-        )
+        script = []
+        if marker_fd >= 0:
+            script.append(f"printf . >&{marker_fd} && exec {marker_fd}>&- || exit 125")
+        if self._userns_fd is not None:
+            script.append(f"exec {self._userns_fd}<&-")
+        if not script:
+            return [*inner, *argv]
+        script.append('exec -- "$@"')
+        return [
+            *inner,
+            "/bin/bash",
+            "--norc",
+            "--noprofile",
+            "-c",
+            "; ".join(script),
+            "sandbox",
+            *argv,
+        ]
 
     # -- cleanup -----------------------------------------------------------------------------
 
     def _kill_children(self) -> None:
+        """Kill spawned processes and the commands `run()` waits on in other threads (those
+        threads reap them and report KILLED)."""
         with self._lock:
             children, self._children = list(self._children), set()
+            running = list(self._running)
+        for launch in running:
+            launch.killed_by_close = True
+            launch.kill()
         for child in children:
             child.kill()
 
     def close(self) -> None:
         """Kill everything still running and delete the workspace (if this sandbox made it)."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self._kill_children()
         if self._owns_workspace:
             shutil.rmtree(self.host_workspace, ignore_errors=True)
@@ -484,19 +610,83 @@ class Sandbox:
         self.close()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        try:
             self.close()
+        except Exception:  # at interpreter exit, modules may be half torn down
+            pass
+
+
+class _Launch:
+    """One started command: its process, its cgroups and (bubblewrap) the marker pipe."""
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        groups: list[str],
+        controllers: frozenset[str],
+        marker_fd: int,
+        sweep: Optional[bytes] = None,
+    ) -> None:
+        self.process = process
+        self.sweep = sweep
+        self.groups = groups
+        self.controllers = controllers
+        self.marker_fd = marker_fd
+        self.killed_by_close = False
+        self.reaped = False
+        self._lock = threading.Lock()
+
+    def exited(self) -> bool:
+        """Whether the first process ended, without reaping it: its pid stays reserved, so
+        killing its process group can never hit a recycled pid."""
+        return self.reaped or _exited(self.process)
+
+    def kill(self) -> None:
+        """SIGKILL the process group and every process in the cgroups (setsid escapers
+        included); safe from any thread, any number of times."""
+        with self._lock:
+            if not self.reaped:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+            groups, self.groups = self.groups, []
+        for group in groups:
+            cgroups.kill_and_remove(group)
+        if self.sweep is not None:
+            _kill_marked(self.sweep)
+
+    def reap(self) -> int:
+        """Wait for the (killed) first process; its wait status."""
+        with self._lock:
+            _, status = os.waitpid(self.process.pid, 0)
+            self.reaped = True
+            self.process.returncode = os.waitstatus_to_exitcode(status)
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        return status
+
+    def command_started(self) -> bool:
+        """Whether the shell inside bubblewrap reported the command starting (read once)."""
+        if self.marker_fd < 0:
+            return True
+        try:
+            os.set_blocking(self.marker_fd, False)
+            return os.read(self.marker_fd, 1) == b"."
+        except OSError:
+            return False
+        finally:
+            os.close(self.marker_fd)
+            self.marker_fd = -1
 
 
 class SandboxProcess:
     """A long-lived process in a sandbox (see `Sandbox.spawn`)."""
 
-    def __init__(
-        self, sandbox: Sandbox, process: subprocess.Popen[bytes], groups: list[str]
-    ) -> None:
+    def __init__(self, sandbox: Sandbox, launch: _Launch) -> None:
         self.sandbox = sandbox
-        self.process = process
-        self._groups = groups
+        self._launch = launch
+        self.process = launch.process
 
     @property
     def stdin(self) -> IO[bytes]:
@@ -514,80 +704,223 @@ class SandboxProcess:
         return self.process.stderr
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return not self._launch.exited()
 
     def kill(self) -> None:
-        _kill(self.process, self._groups)
+        """Kill the process and everything it started; idempotent, safe from any thread."""
+        self._launch.kill()
+        with self._launch._lock:
+            reaped = self._launch.reaped
+        if not reaped:
+            with contextlib.suppress(ChildProcessError):
+                self._launch.reap()
         with self.sandbox._lock:
             self.sandbox._children.discard(self)
 
 
-_MEMORY_RE = re.compile(r"Cannot allocate memory|std::bad_alloc|out of memory", re.IGNORECASE)
+_MEMORY_RE = re.compile(r"MemoryError|cannot allocate|std::bad_alloc|out of memory", re.IGNORECASE)
 _FORK_RE = re.compile(r"fork: (retry: )?Resource temporarily unavailable|BlockingIOError")
+#: Set in the environment of a process-backend command that no cgroup holds (see _kill_marked).
+_SWEEP_VARIABLE = "OPENENV_SANDBOX_RUN"
+_FILE_RE = re.compile(r"File too large|File size limit exceeded")
+#: After the first process exits, how long background processes may keep the pipes open.
+_EXIT_GRACE_S = 0.5
 
 
-def _set_rlimits(limits: SandboxLimits, *, per_process_memory: bool, nproc: Optional[int]) -> None:
-    if limits.cpu_time_s is not None:
-        seconds = max(1, int(limits.cpu_time_s + 0.999))
-        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
-    if limits.max_file_mb is not None:
-        size = limits.max_file_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-    if per_process_memory and limits.memory_mb is not None:
-        size = limits.memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (size, size))
-    if nproc is not None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def _kill_marked(entry: bytes, rounds: int = 10) -> None:
+    """SIGKILL every process whose environment holds `entry` (this command's mark). Best
+    effort, for the process backend without a cgroup: a process that clears its environment
+    before escaping the process group is not found. Rounds repeat while a kill landed (its
+    children may be forking) or while some process's environment read empty, which is what a
+    process in the middle of exec'ing shows."""
+    me = os.getpid()
+    for _ in range(rounds):
+        again = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    environ = handle.read()
+                if not environ:
+                    again = again or not _kernel_thread(name)
+                    continue
+            except OSError:
+                continue
+            if entry in environ.split(b"\0"):
+                again = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(name), signal.SIGKILL)
+        if not again:
+            return
+        time.sleep(0.002)
 
 
-def _feed(pipe: Optional[IO[bytes]], data: bytes) -> None:
-    if pipe is None:
-        return
-    with contextlib.suppress(OSError, ValueError):
-        pipe.write(data)
-    with contextlib.suppress(OSError, ValueError):
-        pipe.close()
+def _kernel_thread(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            flags = int(handle.read().rpartition(b")")[2].split()[6])
+    except (OSError, ValueError, IndexError):
+        return True
+    return bool(flags & 0x00200000)  # PF_KTHREAD
+
+
+def _controllers(groups: Optional[list[str]]) -> frozenset[str]:
+    """Which limits the command's cgroups enforce for its whole tree ('memory', 'pids')."""
+    found = set()
+    for group in groups or ():
+        with contextlib.suppress(OSError):
+            names = os.listdir(group)
+            if "memory.max" in names or "memory.limit_in_bytes" in names:
+                found.add("memory")
+            if "pids.max" in names:
+                found.add("pids")
+    return frozenset(found)
+
+
+class _Prepare:
+    """Runs in the child between fork and exec. The server is multi-threaded, so this does
+    nothing that could wait on a lock another thread held at fork time (no imports, logging
+    or pathlib): only system calls on values computed before the fork."""
+
+    def __init__(
+        self,
+        limits: SandboxLimits,
+        *,
+        cgroup_procs: list[bytes],
+        per_process_memory: bool,
+        nproc: Optional[int],
+    ) -> None:
+        self.cgroup_procs = cgroup_procs
+        self.rlimits: list[tuple[int, tuple[int, int]]] = [(resource.RLIMIT_CORE, (0, 0))]
+        if limits.cpu_time_s is not None:
+            seconds = max(1, math.ceil(limits.cpu_time_s))
+            # SIGXCPU at the soft limit (reported as cpu_limit), SIGKILL a second later.
+            self.rlimits.append((resource.RLIMIT_CPU, (seconds, seconds + 1)))
+        if limits.max_file_mb is not None:
+            size = limits.max_file_mb * 1024 * 1024
+            self.rlimits.append((resource.RLIMIT_FSIZE, (size, size)))
+        if per_process_memory and limits.memory_mb is not None:
+            size = limits.memory_mb * 1024 * 1024
+            self.rlimits.append((resource.RLIMIT_AS, (size, size)))
+        if nproc is not None:
+            self.rlimits.append((resource.RLIMIT_NPROC, (nproc, nproc)))
+
+    def __call__(self) -> None:
+        for procs in self.cgroup_procs:
+            fd = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")  # "the writing process", in v1 and v2
+            finally:
+                os.close(fd)
+        for which, values in self.rlimits:
+            resource.setrlimit(which, values)
+
+
+def _exited(process: subprocess.Popen[bytes]) -> bool:
+    """Whether the first process ended, without reaping it (see `_Launch.exited`)."""
+    try:
+        info = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
 
 
 def _collect(
-    process: subprocess.Popen[bytes], limits: SandboxLimits, started: float
+    process: subprocess.Popen[bytes],
+    limits: SandboxLimits,
+    started: float,
+    stdin: Optional[bytes] = None,
 ) -> tuple[bytes, bytes, bool, bool]:
-    """Read stdout and stderr until both close, the wall clock runs out or the output cap is
-    passed. Returns (stdout, stderr, truncated, timed_out)."""
+    """Feed stdin and read stdout and stderr until the command is over (its first process
+    exited and the pipes closed, or a short grace passed), the wall clock runs out or the output
+    cap is passed. Never reaps the process. Stdin is written without blocking, so a command (or
+    an escaped background process) that never reads it cannot hang the server's thread.
+    Returns (stdout, stderr, truncated, timed_out)."""
     deadline = started + limits.wall_time_s
     cap = limits.max_output_bytes
     chunks: dict[int, list[bytes]] = {1: [], 2: []}
     total = 0
     truncated = timed_out = False
     exited_at: Optional[float] = None
+    # A pidfd turns readable when the process exits: no polling for the exit.
+    pidfd = _pidfd(process.pid)
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ, 1)  # type: ignore[arg-type]
         selector.register(process.stderr, selectors.EVENT_READ, 2)  # type: ignore[arg-type]
-        while selector.get_map():
-            now = time.monotonic()
-            if now >= deadline:
-                timed_out = True
-                break
-            if exited_at is None and process.poll() is not None:
-                exited_at = now
-            if exited_at is not None and now - exited_at > 0.5:
-                break  # a background process holds the pipes open; it is killed below
-            for key, _ in selector.select(timeout=min(0.1, deadline - now)):
-                data = os.read(key.fd, 65536)
-                if not data:
-                    selector.unregister(key.fileobj)
+        if pidfd is not None:
+            selector.register(pidfd, selectors.EVENT_READ, 0)
+        to_write = memoryview(stdin or b"")
+        if process.stdin is not None:
+            os.set_blocking(process.stdin.fileno(), False)
+            selector.register(process.stdin, selectors.EVENT_WRITE, -1)
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    timed_out = True
+                    break
+                if exited_at is None and _exited(process):
+                    exited_at = now
+                    if pidfd is not None:
+                        selector.unregister(pidfd)
+                pipes_open = sum(key.data > 0 for key in selector.get_map().values())
+                if exited_at is not None and (not pipes_open or now - exited_at > _EXIT_GRACE_S):
+                    break  # over; a background process holding the pipes is killed by the caller
+                if not pipes_open and pidfd is None:
+                    # Both pipes closed, the command runs on, and no pidfd: poll for its end.
+                    time.sleep(min(0.005, deadline - now))
                     continue
-                room = cap - total
-                chunks[key.data].append(data[:room])
-                total += min(len(data), room)
-                if len(data) > room:
-                    truncated = True
-            if truncated:
-                break
-    if timed_out or truncated:
-        _kill(process, [])
+                for key, _ in selector.select(timeout=min(0.1, deadline - now)):
+                    if key.data == 0:
+                        continue  # exited: seen at the top of the loop
+                    if key.data == -1:
+                        to_write = _write_some(selector, process.stdin, to_write)
+                        continue
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        selector.unregister(key.fileobj)
+                        continue
+                    room = cap - total
+                    chunks[key.data].append(data[:room])
+                    total += min(len(data), room)
+                    if len(data) > room:
+                        truncated = True
+                if truncated:
+                    break
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+            if process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    process.stdin.close()
     return b"".join(chunks[1]), b"".join(chunks[2]), truncated, timed_out
+
+
+def _write_some(
+    selector: selectors.BaseSelector, pipe: Optional[IO[bytes]], data: memoryview
+) -> memoryview:
+    """Write what the pipe takes now; close it when all is written or the reader is gone."""
+    assert pipe is not None
+    try:
+        written = os.write(pipe.fileno(), data[:65536]) if data else 0
+    except BlockingIOError:
+        return data
+    except OSError:  # the command closed its stdin (EPIPE): it wants no more
+        written = len(data)
+    data = data[written:]
+    if not data:
+        selector.unregister(pipe)
+        with contextlib.suppress(OSError):
+            pipe.close()
+    return data
+
+
+def _pidfd(pid: int) -> Optional[int]:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # an old kernel or Python: poll instead
+        return None
 
 
 def _cgroup_events(groups: list[str]) -> dict[str, int]:
@@ -607,15 +940,92 @@ def _cgroup_events(groups: list[str]) -> dict[str, int]:
     return found
 
 
-def _kill(process: subprocess.Popen[Any], groups: list[str]) -> None:
-    """SIGKILL the command's process group and every process in its cgroups; reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    for group in groups:
-        cgroups.kill_and_remove(group)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
-    for pipe in (process.stdin, process.stdout, process.stderr):
-        if pipe is not None:
-            with contextlib.suppress(OSError):
-                pipe.close()
+def _classify(
+    *,
+    backend: str,
+    returncode: int,
+    out: bytes,
+    err: bytes,
+    truncated: bool,
+    timed_out: bool,
+    closed: bool,
+    events: dict[str, int],
+    limits: SandboxLimits,
+    cgroup_controllers: frozenset[str],
+    duration: float,
+) -> ExecResult:
+    """The typed result. Facts first: what the sandbox did itself (timeout, output cap,
+    close), the cgroup's counters (OOM kills, refused forks), the signal that ended the command
+    (the kernel sends SIGXCPU and SIGXFSZ for those limits). Words in stderr count only where
+    no cgroup watches that limit, and only for a command that failed. Nothing here can
+    produce SANDBOX_ERROR."""
+    exit_code: Optional[int] = returncode if returncode >= 0 else None
+    sig: Optional[int] = -returncode if returncode < 0 else None
+    if backend == "bubblewrap" and exit_code is not None and 128 < exit_code < 128 + 65:
+        # bubblewrap's init reports a command killed by signal N as exit status 128 + N.
+        sig, exit_code = exit_code - 128, None
+    # A shell reports a child killed by signal N the same way; the limits below count it.
+    ended_by = sig
+    if ended_by is None and exit_code is not None and 128 < exit_code < 128 + 65:
+        ended_by = exit_code - 128
+    failed = sig is not None or exit_code != 0
+    tail = err[-4000:].decode("utf-8", "replace")
+    status, message = ExecStatus.OK, ""
+    if timed_out:
+        status = ExecStatus.TIMEOUT
+        message = f"ran past its {limits.wall_time_s:g} s wall-clock limit; every process killed"
+        if events.get("pids_max"):
+            message += " (it had also hit its process limit)"
+    elif truncated:
+        status = ExecStatus.OUTPUT_LIMIT
+        message = f"printed more than {limits.max_output_bytes} bytes; every process killed"
+    elif closed:
+        status, message = (
+            ExecStatus.KILLED,
+            "stopped by the sandbox (closed, or its workspace cleared)",
+        )
+    elif events.get("oom_kill"):
+        status, message = ExecStatus.MEMORY_LIMIT, "ran out of its memory limit (cgroup OOM kill)"
+    elif ended_by == signal.SIGXCPU and limits.cpu_time_s is not None:
+        status, message = ExecStatus.CPU_LIMIT, f"used up its {limits.cpu_time_s:g} s of CPU time"
+    elif ended_by == signal.SIGXFSZ and limits.max_file_mb is not None:
+        status = ExecStatus.FILE_LIMIT
+        message = f"wrote a file larger than its {limits.max_file_mb} MB limit"
+    elif events.get("pids_max"):
+        status = ExecStatus.PROCESS_LIMIT
+        message = f"hit its limit of {limits.max_processes} processes (cgroup)"
+    elif failed and _fallback_hit(limits.memory_mb, "memory", cgroup_controllers, _MEMORY_RE, tail):
+        status = ExecStatus.MEMORY_LIMIT
+        message = "ran out of its memory limit (per-process rlimit; judged from its stderr)"
+    elif failed and _fallback_hit(limits.max_processes, "pids", cgroup_controllers, _FORK_RE, tail):
+        status = ExecStatus.PROCESS_LIMIT
+        message = "hit its process limit (rlimit; judged from its stderr)"
+    elif failed and limits.max_file_mb is not None and _FILE_RE.search(tail):
+        status = ExecStatus.FILE_LIMIT
+        message = "wrote a file larger than its limit (judged from its stderr)"
+    elif sig is not None:
+        status, message = ExecStatus.KILLED, f"killed by signal {sig}"
+    elif exit_code:
+        status = ExecStatus.ERROR
+    return ExecResult(
+        status=status,
+        exit_code=exit_code,
+        signal=sig,
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
+        truncated=truncated,
+        duration_s=round(duration, 6),
+        backend=backend,
+        message=message,
+    )
+
+
+def _fallback_hit(
+    limit: Optional[int],
+    controller: str,
+    controllers: frozenset[str],
+    words: re.Pattern[str],
+    tail: str,
+) -> bool:
+    """A limit enforced by an rlimit (no cgroup counts it) that the command's stderr says it hit."""
+    return limit is not None and controller not in controllers and words.search(tail) is not None
