@@ -486,6 +486,30 @@ class SandboxProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def ended(
+        self, *, stderr: bytes = b"", duration_s: float = 0.0, timed_out: bool = False
+    ) -> ExecResult:
+        """Why the process ended, classified like `Sandbox.run` (memory, CPU, file, process
+        limits, a signal), then kill what is left. A process still running after `timed_out`
+        is killed and reported as a timeout; otherwise this waits for its exit."""
+        if timed_out:
+            self.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+        events = _cgroup_events(self._groups)
+        returncode = self.process.poll()
+        self.kill()
+        return self.sandbox._result(
+            -signal.SIGKILL if returncode is None else returncode,
+            b"",
+            stderr,
+            False,
+            timed_out,
+            events,
+            duration_s,
+            self.sandbox.limits.max_output_bytes,
+        )
+
     def kill(self) -> None:
         _kill(self.process, self._groups)
         with self.sandbox._lock:
