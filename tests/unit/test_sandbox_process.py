@@ -23,3 +23,14 @@ def test_a_spawned_process_past_its_deadline_is_a_timeout() -> None:
         assert result.status is ExecStatus.TIMEOUT
         assert result.backend == box.backend
         assert not child.alive()
+
+
+def test_clearing_the_workspace_can_keep_a_spawned_process() -> None:
+    with Sandbox() as box:
+        box.write_file("old.txt", "x")
+        spare = box.spawn([box.python, "-c", "import time; time.sleep(60)"])
+        other = box.spawn([box.python, "-c", "import time; time.sleep(60)"])
+        box.clear_workspace(keep=[spare])
+        assert not box.host_path("old.txt").exists()
+        other.process.wait(timeout=10)
+        assert spare.alive() and not other.alive()

@@ -183,9 +183,10 @@ class Sandbox:
         with path.open("rb") as handle:
             return handle.read(max_bytes)
 
-    def clear_workspace(self) -> None:
-        """Delete everything in the workspace (a new episode), killing what still runs there."""
-        self._kill_children()
+    def clear_workspace(self, *, keep: Sequence[SandboxProcess] = ()) -> None:
+        """Delete everything in the workspace (a new episode), killing what still runs there
+        except the processes in `keep` (e.g. a warm interpreter that has run nothing yet)."""
+        self._kill_children(keep=keep)
         for entry in list(self.host_workspace.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
@@ -428,9 +429,10 @@ class Sandbox:
 
     # -- cleanup -----------------------------------------------------------------------------
 
-    def _kill_children(self) -> None:
+    def _kill_children(self, keep: Sequence[SandboxProcess] = ()) -> None:
         with self._lock:
-            children, self._children = list(self._children), set()
+            children = [child for child in self._children if child not in keep]
+            self._children.difference_update(children)
         for child in children:
             child.kill()
 
