@@ -50,7 +50,9 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         self._default_timeout_s = timeout
         self._default_persistent = _env_flag("CODING_ENV_PERSISTENT", True)
         self._box = Sandbox(limits=limits or SandboxLimits(wall_time_s=timeout))
-        self._executor: Optional[Executor] = None
+        warm = _env_flag("CODING_ENV_WARM", True) and self._default_persistent
+        self._executor = Executor(self._box, warm=warm)
+        self._started = False
         self._task: Optional[Task] = None
         self._max_steps: Optional[int] = None
         self._clean_cells: list[str] = []
@@ -77,14 +79,10 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         if max_steps is not None and int(max_steps) < 1:
             raise _invalid("max_steps", "max_steps must be at least 1")
         persistent = self._default_persistent if persistent is None else bool(persistent)
-        if self._executor is not None:
-            self._executor.close()
-        self._box.clear_workspace()
-        self._executor = Executor(
-            self._box,
-            persistent=persistent,
-            timeout_s=float(timeout_s or self._default_timeout_s),
+        self._executor.reset(
+            persistent=persistent, timeout_s=float(timeout_s or self._default_timeout_s)
         )
+        self._started = True
         self._task = task
         if max_steps is not None:
             self._max_steps = int(max_steps)
@@ -136,7 +134,7 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
     def step(
         self, action: CodeAction, timeout_s: Optional[float] = None, **kwargs: Any
     ) -> CodeObservation:
-        if self._executor is None:
+        if not self._started:
             raise _invalid("code", "call reset() before step()")
         if self._max_steps is not None and self._state.step_count >= self._max_steps:
             raise _invalid("code", "the episode is over: call reset()")
@@ -164,7 +162,6 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         return obs
 
     def _observe(self, cell: CellResult, restarted: bool) -> CodeObservation:
-        assert self._executor is not None
         return CodeObservation(
             stdout=cell.stdout,
             stderr=cell.stderr,
@@ -181,7 +178,7 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         )
 
     def _run_tests(self, obs: CodeObservation) -> None:
-        assert self._task is not None and self._executor is not None
+        assert self._task is not None
         cases = self._task.cases
         obs.tests_total = len(cases)
         if not self._clean_cells:
@@ -207,7 +204,5 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         return self._state
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.close()
-            self._executor = None
+        self._executor.close()
         self._box.close()

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import selectors
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,16 +100,55 @@ def _read_output(box: Sandbox, relative: str, cap: int) -> tuple[str, bool]:
 
 
 class Executor:
-    """Runs cells for one session: each in a fresh process, or all in one persistent REPL."""
+    """Runs cells for one session: each in a fresh process, or all in one persistent REPL.
 
-    def __init__(self, box: Sandbox, *, persistent: bool, timeout_s: float) -> None:
+    With `warm`, a spare interpreter is kept started and idle, so a reset (or a restart after a
+    killed cell) takes it at once instead of waiting for a new one to start."""
+
+    def __init__(self, box: Sandbox, *, warm: bool = True) -> None:
         self.box = box
-        self.persistent = persistent
-        self.timeout_s = timeout_s
+        self.warm = warm
+        self.persistent = False
+        self.timeout_s = box.limits.wall_time_s
         self._cell = 0
         self._repl: Optional[_Repl] = None
+        self._spare: Optional[_Repl] = _Repl(box, self._repl_limits()) if warm else None
+        self._refill: Optional[threading.Thread] = None
+
+    def reset(self, *, persistent: bool, timeout_s: float) -> None:
+        """A new episode: a clean workspace and, when persistent, a new interpreter."""
+        if self._repl is not None:
+            self._repl.kill()
+            self._repl = None
+        if self._refill is not None:
+            self._refill.join()
+            self._refill = None
+        spare = [self._spare.process] if self._spare is not None else []
+        self.box.clear_workspace(keep=spare)
+        self.persistent, self.timeout_s, self._cell = persistent, timeout_s, 0
         if persistent:
-            self._repl = _Repl(box, self._repl_limits())  # warm: starts while the agent thinks
+            self._repl = self._take_interpreter()
+
+    def _take_interpreter(self) -> _Repl:
+        if self._refill is not None:
+            self._refill.join()
+            self._refill = None
+        spare, self._spare = self._spare, None
+        if spare is None or not spare.alive():
+            if spare is not None:
+                spare.kill()
+            spare = _Repl(self.box, self._repl_limits())
+        if self.warm:
+            # Started off the caller's path: forking the server is the slow part of a start.
+            self._refill = threading.Thread(target=self._start_spare, daemon=True)
+            self._refill.start()
+        return spare
+
+    def _start_spare(self) -> None:
+        try:
+            self._spare = _Repl(self.box, self._repl_limits())
+        except SandboxError:
+            self._spare = None  # the next take starts one itself and reports the failure
 
     def _repl_limits(self) -> Any:
         # RLIMIT_CPU counts the whole life of the interpreter: give it room for many cells.
@@ -152,9 +192,8 @@ class Executor:
         return _from_killed(run)
 
     def _execute_in_repl(self, request: dict[str, Any]) -> CellResult:
-        assert self._repl is not None
-        if not self._repl.alive():
-            self._repl = _Repl(self.box, self._repl_limits())
+        if self._repl is None or not self._repl.alive():
+            self._repl = self._take_interpreter()
         repl = self._repl
         repl.wait_ready()
         started = time.monotonic()
@@ -182,8 +221,8 @@ class Executor:
 
     def restart_if_lost(self) -> None:
         """Warm a new interpreter right away when the last cell ended the old one."""
-        if self.persistent and self._repl is not None and not self._repl.alive():
-            self._repl = _Repl(self.box, self._repl_limits())
+        if self.persistent and (self._repl is None or not self._repl.alive()):
+            self._repl = self._take_interpreter()
 
     def judge(self, solution: str, calls: list[str], timeout_s: float) -> list[CaseResult]:
         """Evaluate `calls` against `solution` in a new process (never the agent's REPL)."""
@@ -222,9 +261,13 @@ class Executor:
         return results
 
     def close(self) -> None:
-        if self._repl is not None:
-            self._repl.kill()
-            self._repl = None
+        if self._refill is not None:
+            self._refill.join()
+            self._refill = None
+        for repl in (self._repl, self._spare):
+            if repl is not None:
+                repl.kill()
+        self._repl = self._spare = None
 
 
 def _from_frame(frame: dict[str, Any]) -> CellResult:
