@@ -392,7 +392,9 @@ class Checker:
         pairs = [(run1.reset, run2.reset), *zip(run1.observations, run2.observations, strict=False)]
         volatile = self.volatile_fields()
         for i, (a, b) in enumerate(pairs):
-            diff = first_difference(without(normalize(a), *volatile), without(normalize(b), *volatile))
+            diff = first_difference(
+                without(normalize(a), *volatile), without(normalize(b), *volatile)
+            )
             if diff:
                 label = "reset" if i == 0 else f"step #{i - 1}"
                 problem = f"the {label} observations differ at {diff}"
