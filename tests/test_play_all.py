@@ -15,6 +15,7 @@ EXPECTED = {
     "grid_world",
     "maze",
     "connect4",
+    "coding",
     "snake",
     "gymnasium",
     "trading",
