@@ -6,8 +6,12 @@ request runs, fd 0 is pointed at /dev/null and fds 1 and 2 at the cell's own fil
 workspace, so nothing the code prints (or its child processes print) reaches the frame channel.
 
 Requests:
-- `{"op": "exec", "code", "cell", "out", "err"}`: run `code` in the one namespace this process
-  keeps (a REPL); reply `{"cell", "exit_code", "exception", "duration_s"}`.
+- `{"op": "setup", "out", "err"}` (first, or not at all): the files a persistent interpreter's
+  cells print to, opened once before the ready frame (the server reads them through its own
+  descriptors, so their names may go after that).
+- `{"op": "exec", "code", "cell", ["out", "err"]}`: run `code` in the one namespace this process
+  keeps (a REPL), printing to the given files or the setup ones; reply `{"cell", "exit_code",
+  "exception", "duration_s"}`.
 - `{"op": "judge", "solution", "calls", "out", "err"}`: run `solution`, then evaluate each call
   expression; one reply per call, `{"case", "value"}` (JSON data) or `{"case", "error"}`.
   Expected values never enter the sandbox: the server compares.
@@ -38,15 +42,26 @@ def _frames_writer(token):
     return send
 
 
-def _redirect(out_path, err_path):
-    """Point fds 1 and 2 (and Python's streams) at this cell's files."""
+#: A persistent interpreter's own output files, opened once ("setup"): fd 1 and 2 are pointed
+#: back at them, emptied, before each cell.
+_SESSION_FILES = []
+
+
+def _redirect(request):
+    """Point fds 1 and 2 (and Python's streams) at this cell's output files."""
     for stream in _ORIGINAL_STREAMS[:2]:
         try:
             stream.flush()
         except Exception:
             pass
     sys.stdout, sys.stderr, sys.stdin = _ORIGINAL_STREAMS
-    for fd, path in ((1, out_path), (2, err_path)):
+    if "out" not in request:
+        for fd, target in zip((1, 2), _SESSION_FILES, strict=True):
+            os.ftruncate(target, 0)
+            os.lseek(target, 0, os.SEEK_SET)
+            os.dup2(target, fd)
+        return
+    for fd, path in ((1, request["out"]), (2, request["err"])):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -83,7 +98,7 @@ def _run(code, name, namespace):
 
 
 def exec_cell(request, namespace):
-    _redirect(request["out"], request["err"])
+    _redirect(request)
     name = f"<cell-{request['cell']}>"
     exit_code, exception = 0, None
     started = time.perf_counter()
@@ -111,7 +126,7 @@ def _as_data(value):
 
 
 def judge(request, send):
-    _redirect(request["out"], request["err"])
+    _redirect(request)
     namespace = {"__name__": "__main__"}
     try:
         _run(request["solution"], "<solution>", namespace)
@@ -140,8 +155,15 @@ def main():
     token = requests.readline().strip()
     send = _frames_writer(token)
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    send({"ready": True})
-    for line in requests:
+    first = requests.readline()
+    setup = json.loads(first) if first.strip() else {}
+    if setup.get("op") == "setup":
+        _SESSION_FILES[:] = [os.open(setup[key], os.O_WRONLY) for key in ("out", "err")]
+        lines = requests
+    else:
+        lines = [first, *requests] if first.strip() else requests
+    send({"ready": True})  # after setup: the server may now delete the files' names
+    for line in lines:
         request = json.loads(line)
         if request["op"] == "judge":
             judge(request, send)

@@ -123,8 +123,12 @@ class Executor:
         if self._refill is not None:
             self._refill.join()
             self._refill = None
-        spare = [self._spare.process] if self._spare is not None else []
-        self.box.clear_workspace(keep=spare)
+        keep = []
+        if self._spare is not None and self._spare.alive():
+            # Until it says ready, the spare may not have opened its output files yet.
+            self._spare.wait_ready()
+            keep.append(self._spare.process)
+        self.box.clear_workspace(keep=keep)
         self.persistent, self.timeout_s, self._cell = persistent, timeout_s, 0
         if persistent:
             self._repl = self._take_interpreter()
@@ -163,15 +167,19 @@ class Executor:
 
     def execute(self, code: str) -> CellResult:
         self._cell += 1
-        out_rel, err_rel, out_abs, err_abs = self._paths()
-        request = {"op": "exec", "code": code, "cell": self._cell, "out": out_abs, "err": err_abs}
-        if self.persistent:
-            result = self._execute_in_repl(request)
-        else:
-            result = self._execute_once(request)
         cap = self.box.limits.max_output_bytes
-        result.stdout, cut_out = _read_output(self.box, out_rel, cap)
-        result.stderr, cut_err = _read_output(self.box, err_rel, cap)
+        if self.persistent:
+            result, repl = self._execute_in_repl({"op": "exec", "code": code, "cell": self._cell})
+            result.stdout, cut_out = repl.output(repl.out_fd, cap)
+            result.stderr, cut_err = repl.output(repl.err_fd, cap)
+            if result.interpreter_lost:
+                repl.kill()
+        else:
+            out_rel, err_rel, out_abs, err_abs = self._paths()
+            request = {"op": "exec", "code": code, "cell": self._cell}
+            result = self._execute_once({**request, "out": out_abs, "err": err_abs})
+            result.stdout, cut_out = _read_output(self.box, out_rel, cap)
+            result.stderr, cut_err = _read_output(self.box, err_rel, cap)
         if (cut_out or cut_err) and result.status in (ExecStatus.OK, ExecStatus.ERROR):
             result.status = ExecStatus.OUTPUT_LIMIT
             result.message = f"printed more than {cap} bytes; the rest was dropped"
@@ -191,7 +199,7 @@ class Executor:
                 raise SandboxError(f"the interpreter did not start: {run.stderr[-500:]}")
         return _from_killed(run)
 
-    def _execute_in_repl(self, request: dict[str, Any]) -> CellResult:
+    def _execute_in_repl(self, request: dict[str, Any]) -> tuple[CellResult, _Repl]:
         if self._repl is None or not self._repl.alive():
             self._repl = self._take_interpreter()
         repl = self._repl
@@ -201,23 +209,18 @@ class Executor:
         frame, ended = repl.receive(deadline=started + self.timeout_s)
         if frame is not None:
             result = _from_frame(frame)
-            exception = (result.exception or {}).get("type")
-            if exception in ("MemoryError", "RecursionError"):
+            if (result.exception or {}).get("type") == "MemoryError":
                 # The interpreter survived, but its state may not have: start over.
-                result.status = (
-                    ExecStatus.MEMORY_LIMIT if exception == "MemoryError" else result.status
-                )
-                if exception == "MemoryError":
-                    result.message = "ran out of its memory limit; the interpreter was restarted"
-                    result.interpreter_lost = True
-                    repl.kill()
-            return result
+                result.status = ExecStatus.MEMORY_LIMIT
+                result.message = "ran out of its memory limit; the interpreter was restarted"
+                result.interpreter_lost = True
+            return result, repl
         assert ended is not None
         result = _from_killed(ended)
         result.duration_s = round(time.monotonic() - started, 6)
         result.interpreter_lost = True
         result.message += "; the interpreter was restarted (earlier definitions are gone)"
-        return result
+        return result, repl
 
     def restart_if_lost(self) -> None:
         """Warm a new interpreter right away when the last cell ended the old one."""
@@ -300,9 +303,19 @@ class _Repl:
 
     def __init__(self, box: Sandbox, limits: Any) -> None:
         self.token = secrets.token_hex(16)
+        name = f"{OUTPUT_DIR}/repl-{self.token[:12]}"
+        setup = {"op": "setup", "out": f"{box.workspace}/{name}.out"}
+        setup["err"] = f"{box.workspace}/{name}.err"
         try:
+            # Read through descriptors opened now, before any code runs: whatever the code
+            # later does to these paths, the server reads the files its cells print to.
+            box.write_file(f"{name}.out", b"")
+            box.write_file(f"{name}.err", b"")
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+            self.out_fd = os.open(box.host_path(f"{name}.out"), flags)
+            self.err_fd = os.open(box.host_path(f"{name}.err"), flags)
             self.process: SandboxProcess = box.spawn(_worker_argv(box), limits=limits)
-            self.process.stdin.write(f"{self.token}\n".encode())
+            self.process.stdin.write(f"{self.token}\n{json.dumps(setup)}\n".encode())
             self.process.stdin.flush()
         except (OSError, ValueError) as exc:
             raise SandboxError(f"could not start the interpreter: {exc}") from exc
@@ -363,5 +376,21 @@ class _Repl:
         except OSError:
             return b""
 
+    @staticmethod
+    def output(fd: int, cap: int) -> tuple[str, bool]:
+        """What the last cell printed to one of its files, cut at `cap` bytes."""
+        try:
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, min(size, cap), 0) if size else b""
+        except OSError:
+            return "", False
+        return data.decode("utf-8", "replace"), size > cap
+
     def kill(self) -> None:
         self.process.kill()
+        for fd in (self.out_fd, self.err_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.out_fd = self.err_fd = -1
