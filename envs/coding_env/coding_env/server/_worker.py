@@ -6,9 +6,8 @@ request runs, fd 0 is pointed at /dev/null and fds 1 and 2 at the cell's own fil
 workspace, so nothing the code prints (or its child processes print) reaches the frame channel.
 
 Requests:
-- `{"op": "setup", "out", "err"}` (first, or not at all): the files a persistent interpreter's
-  cells print to, opened once before the ready frame (the server reads them through its own
-  descriptors, so their names may go after that).
+- `{"op": "setup", "out", "err"}`: the files a persistent interpreter's cells print to, opened
+  once, before its first cell (the server reads them through its own descriptors). No reply.
 - `{"op": "exec", "code", "cell", ["out", "err"]}`: run `code` in the one namespace this process
   keeps (a REPL), printing to the given files or the setup ones; reply `{"cell", "exit_code",
   "exception", "duration_s"}`.
@@ -155,16 +154,12 @@ def main():
     token = requests.readline().strip()
     send = _frames_writer(token)
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    first = requests.readline()
-    setup = json.loads(first) if first.strip() else {}
-    if setup.get("op") == "setup":
-        _SESSION_FILES[:] = [os.open(setup[key], os.O_WRONLY) for key in ("out", "err")]
-        lines = requests
-    else:
-        lines = [first, *requests] if first.strip() else requests
-    send({"ready": True})  # after setup: the server may now delete the files' names
-    for line in lines:
+    send({"ready": True})
+    for line in requests:
         request = json.loads(line)
+        if request["op"] == "setup":
+            _SESSION_FILES[:] = [os.open(request[key], os.O_WRONLY) for key in ("out", "err")]
+            continue
         if request["op"] == "judge":
             judge(request, send)
             send({"done": True})

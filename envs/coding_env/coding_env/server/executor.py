@@ -123,12 +123,8 @@ class Executor:
         if self._refill is not None:
             self._refill.join()
             self._refill = None
-        keep = []
-        if self._spare is not None and self._spare.alive():
-            # Until it says ready, the spare may not have opened its output files yet.
-            self._spare.wait_ready()
-            keep.append(self._spare.process)
-        self.box.clear_workspace(keep=keep)
+        spare = [self._spare.process] if self._spare is not None else []
+        self.box.clear_workspace(keep=spare)
         self.persistent, self.timeout_s, self._cell = persistent, timeout_s, 0
         if persistent:
             self._repl = self._take_interpreter()
@@ -142,6 +138,7 @@ class Executor:
             if spare is not None:
                 spare.kill()
             spare = _Repl(self.box, self._repl_limits())
+        spare.activate(self.box)
         if self.warm:
             # Started off the caller's path: forking the server is the slow part of a start.
             self._refill = threading.Thread(target=self._start_spare, daemon=True)
@@ -303,25 +300,32 @@ class _Repl:
 
     def __init__(self, box: Sandbox, limits: Any) -> None:
         self.token = secrets.token_hex(16)
-        name = f"{OUTPUT_DIR}/repl-{self.token[:12]}"
-        setup = {"op": "setup", "out": f"{box.workspace}/{name}.out"}
-        setup["err"] = f"{box.workspace}/{name}.err"
+        self.out_fd = self.err_fd = -1
         try:
-            # Read through descriptors opened now, before any code runs: whatever the code
-            # later does to these paths, the server reads the files its cells print to.
-            box.write_file(f"{name}.out", b"")
-            box.write_file(f"{name}.err", b"")
-            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-            self.out_fd = os.open(box.host_path(f"{name}.out"), flags)
-            self.err_fd = os.open(box.host_path(f"{name}.err"), flags)
             self.process: SandboxProcess = box.spawn(_worker_argv(box), limits=limits)
-            self.process.stdin.write(f"{self.token}\n{json.dumps(setup)}\n".encode())
+            self.process.stdin.write(f"{self.token}\n".encode())
             self.process.stdin.flush()
         except (OSError, ValueError) as exc:
             raise SandboxError(f"could not start the interpreter: {exc}") from exc
         self.frames = _Frames(self.token.encode())
         self.ready = False
         self.pending: list[dict[str, Any]] = []
+
+    def activate(self, box: Sandbox) -> None:
+        """Give it the files its cells print to, once the workspace is the episode's: the
+        server reads them through descriptors opened now, before any of the agent's code runs,
+        so whatever that code does to the paths, the server reads what the cells printed."""
+        name = f"{OUTPUT_DIR}/repl-{self.token[:12]}"
+        try:
+            box.write_file(f"{name}.out", b"")
+            box.write_file(f"{name}.err", b"")
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+            self.out_fd = os.open(box.host_path(f"{name}.out"), flags)
+            self.err_fd = os.open(box.host_path(f"{name}.err"), flags)
+        except OSError as exc:
+            raise SandboxError(f"could not create the interpreter's output files: {exc}") from exc
+        inside = f"{box.workspace}/{name}"
+        self.send({"op": "setup", "out": f"{inside}.out", "err": f"{inside}.err"})
 
     def alive(self) -> bool:
         return self.process.alive()
