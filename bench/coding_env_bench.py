@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -61,30 +62,43 @@ def time_calls(call: Callable[[], Any], repeat: int) -> list[float]:
 # -- sandbox start cost ----------------------------------------------------------------------
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def start_costs(repeat: int) -> dict[str, dict[str, float]]:
-    """What a new sandbox, a one-shot command and a REPL (spawn to first reply) cost."""
+    """What a new sandbox, a one-shot command and a REPL (spawn to first reply) cost, in wall
+    time and in CPU of the sandboxed processes (bubblewrap and the interpreter)."""
     out: dict[str, list[float]] = {"Sandbox()": [], "run python -c pass": [], "REPL to ready": []}
+    cpu: dict[str, list[float]] = {"run python -c pass": [], "REPL to ready": []}
     for _ in range(repeat):
         started = time.perf_counter()
         box = Sandbox()
         out["Sandbox()"].append(time.perf_counter() - started)
         try:
+            before = _children_cpu()
             out["run python -c pass"] += time_calls(
                 lambda b=box: b.run([b.python, "-c", "pass"]), 1
             )
+            cpu["run python -c pass"].append(_children_cpu() - before)
             started = time.perf_counter()
             executor = Executor(box, warm=False)
             executor.reset(persistent=True, timeout_s=10)
             executor.execute("pass")
             out["REPL to ready"].append(time.perf_counter() - started)
-            executor.close()
+            before = _children_cpu()
+            executor.close()  # reaps it: its CPU is counted from here
+            cpu["REPL to ready"].append(_children_cpu() - before)
         finally:
             box.close()
-    out["backend: " + Sandbox().backend] = []
     return {
-        name: {"p50_ms": statistics.median(v) * 1e3, "p95_ms": percentile(v, 0.95) * 1e3}
+        name: {
+            "p50_ms": statistics.median(v) * 1e3,
+            "p95_ms": percentile(v, 0.95) * 1e3,
+            "cpu_ms": statistics.median(cpu[name]) * 1e3 if name in cpu else 0.0,
+        }
         for name, v in out.items()
-        if v
     }
 
 
@@ -128,7 +142,14 @@ def smolagents_executor(repeat: int) -> dict[str, float] | None:
 # -- over a real server ------------------------------------------------------------------------
 
 
-async def session(url: str, reset: dict[str, Any], end: float, out: dict[str, list[float]]) -> None:
+async def session(
+    url: str,
+    reset: dict[str, Any],
+    end: float,
+    out: dict[str, list[float]],
+    episode_steps: int,
+    think_s: float,
+) -> None:
     async with connect(url.replace("http://", "ws://") + "/ws", compression=None) as ws:
 
         async def call(message: dict[str, Any]) -> dict[str, Any]:
@@ -143,23 +164,30 @@ async def session(url: str, reset: dict[str, Any], end: float, out: dict[str, li
         step = {"type": "step", "data": {"code": SNIPPETS["print"]}}
         while time.perf_counter() < end:
             await call({"type": "reset", "data": reset})
-            for _ in range(4):  # a short episode: four cells, then a new one
+            for i in range(episode_steps):
                 data = await call(step)
                 assert data["observation"]["stdout"] == "42\n", data
+                if i == 0:  # the first cell of an episode waits for its interpreter, if need be
+                    out["first step"].append(out["step"][-1])
+                if think_s:
+                    await asyncio.sleep(think_s)
 
 
 async def over_server(
-    url: str, sessions: int, persistent: bool, duration: float
+    url: str, sessions: int, persistent: bool, args: argparse.Namespace
 ) -> dict[str, float]:
-    out: dict[str, list[float]] = {"reset": [], "step": []}
-    end = time.perf_counter() + duration
+    out: dict[str, list[float]] = {"reset": [], "step": [], "first step": []}
+    end = time.perf_counter() + args.duration
     started = time.perf_counter()
     reset = {"persistent": persistent}
-    await asyncio.gather(*(session(url, reset, end, out) for _ in range(sessions)))
+    await asyncio.gather(
+        *(session(url, reset, end, out, args.episode_steps, args.think) for _ in range(sessions))
+    )
     elapsed = time.perf_counter() - started
     return {
         "steps_per_s": len(out["step"]) / elapsed,
         "step_p50_ms": statistics.median(out["step"]) * 1e3,
+        "first_step_p50_ms": statistics.median(out["first step"]) * 1e3,
         "reset_p50_ms": statistics.median(out["reset"]) * 1e3,
         "reset_p95_ms": percentile(out["reset"], 0.95) * 1e3,
     }
@@ -170,16 +198,19 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per server run")
     parser.add_argument("--sessions", default="1,32", help="comma-separated session counts")
     parser.add_argument("--repeat", type=int, default=30, help="calls per snippet")
+    parser.add_argument("--episode-steps", type=int, default=4, help="steps between resets")
+    parser.add_argument("--think", type=float, default=0.0, help="seconds an agent waits per step")
     args = parser.parse_args()
     console = Console()
-    report: dict[str, Any] = {"cpus": os.cpu_count()}
+    report: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()[0]}
 
     report["start"] = start_costs(max(5, args.repeat // 3))
     table = Table(title=f"Sandbox start cost (backend {Sandbox().backend})")
-    for column in ("what", "p50 ms", "p95 ms"):
+    for column in ("what", "p50 ms", "p95 ms", "CPU ms (sandboxed processes)"):
         table.add_column(column, justify="left" if column == "what" else "right")
     for name, r in report["start"].items():
-        table.add_row(name, f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}")
+        cpu = f"{r['cpu_ms']:.0f}" if r["cpu_ms"] else "-"
+        table.add_row(name, f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}", cpu)
     console.print(table)
 
     repl, fresh = ours(True, args.repeat), ours(False, max(5, args.repeat // 3))
@@ -223,6 +254,7 @@ def main() -> None:
             "sessions",
             "steps/s",
             "step p50 ms",
+            "first step p50 ms",
             "reset p50 ms",
             "reset p95 ms",
         ):
@@ -231,13 +263,14 @@ def main() -> None:
         for persistent in (True, False):
             for sessions in [int(n) for n in args.sessions.split(",") if n.strip()]:
                 mode = "REPL" if persistent else "fresh"
-                r = asyncio.run(over_server(url, sessions, persistent, args.duration))
+                r = asyncio.run(over_server(url, sessions, persistent, args))
                 report["server"][f"{mode}/{sessions}"] = r
                 table.add_row(
                     mode,
                     str(sessions),
                     f"{r['steps_per_s']:,.0f}",
                     f"{r['step_p50_ms']:.1f}",
+                    f"{r['first_step_p50_ms']:.1f}",
                     f"{r['reset_p50_ms']:.1f}",
                     f"{r['reset_p95_ms']:.1f}",
                 )
@@ -245,6 +278,7 @@ def main() -> None:
     finally:
         process.terminate()
         process.wait(15)
+    report["load_after"] = os.getloadavg()[0]
     console.print(json.dumps(report))
 
 
