@@ -495,12 +495,13 @@ class SandboxProcess:
         limits, a signal), then kill what is left. A process still running after `timed_out`
         is killed and reported as a timeout; otherwise this waits for its exit."""
         if timed_out:
-            self.kill()
+            self._signal()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
         events = _cgroup_events(self._groups)
         returncode = self.process.poll()
-        self.kill()
+        self._forget()
+        _kill(self.process, self._groups)  # what it left behind, as `run` does after a wait
         return self.sandbox._result(
             -signal.SIGKILL if returncode is None else returncode,
             b"",
@@ -512,8 +513,33 @@ class SandboxProcess:
             self.sandbox.limits.max_output_bytes,
         )
 
-    def kill(self) -> None:
-        _kill(self.process, self._groups)
+    def kill(self, *, wait: bool = True) -> None:
+        """SIGKILL the process and everything it started. With `wait=False`, only the signals
+        are sent here; reaping it and removing its cgroup happen on a background thread, so a
+        caller on a latency path (a reset) does not wait for a loaded machine to tear the
+        processes down."""
+        self._forget()
+        self._signal()
+        if wait:
+            _kill(self.process, self._groups, signal_group=False)
+        else:
+            args = (self.process, self._groups)
+            threading.Thread(
+                target=_kill, args=args, kwargs={"signal_group": False}, daemon=True
+            ).start()
+
+    def _signal(self) -> None:
+        # Its process group only while its pid is its own: once reaped (`alive()` reaps), the
+        # pid may already belong to another command's group.
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+        for group in self._groups:
+            for pid in cgroups.pids(group):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def _forget(self) -> None:
         with self.sandbox._lock:
             self.sandbox._children.discard(self)
 
@@ -603,10 +629,11 @@ def _cgroup_events(groups: list[str]) -> dict[str, int]:
     return found
 
 
-def _kill(process: subprocess.Popen[Any], groups: list[str]) -> None:
+def _kill(process: subprocess.Popen[Any], groups: list[str], *, signal_group: bool = True) -> None:
     """SIGKILL the command's process group and every process in its cgroups; reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    if signal_group:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
     for group in groups:
         cgroups.kill_and_remove(group)
     with contextlib.suppress(subprocess.TimeoutExpired):
