@@ -114,32 +114,32 @@ class Executor:
         self._repl: Optional[_Repl] = None
         self._spare: Optional[_Repl] = _Repl(box, self._repl_limits()) if warm else None
         self._refill: Optional[threading.Thread] = None
+        self._spare_lock = threading.Lock()
+        self._closed = False
 
     def reset(self, *, persistent: bool, timeout_s: float) -> None:
         """A new episode: a clean workspace and, when persistent, a new interpreter."""
         if self._repl is not None:
-            self._repl.kill()
+            self._repl.kill(wait=False)  # signalled now, reaped in the background
             self._repl = None
-        if self._refill is not None:
-            self._refill.join()
-            self._refill = None
-        spare = [self._spare.process] if self._spare is not None else []
-        self.box.clear_workspace(keep=spare)
+        with self._spare_lock:
+            keep = [self._spare.process] if self._spare is not None else []
+        # A spare still being started is not kept: if it is cleared away, the next take
+        # notices it is dead and starts another.
+        self.box.clear_workspace(keep=keep)
         self.persistent, self.timeout_s, self._cell = persistent, timeout_s, 0
         if persistent:
             self._repl = self._take_interpreter()
 
     def _take_interpreter(self) -> _Repl:
-        if self._refill is not None:
-            self._refill.join()
-            self._refill = None
-        spare, self._spare = self._spare, None
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
         if spare is None or not spare.alive():
             if spare is not None:
-                spare.kill()
+                spare.kill(wait=False)
             spare = _Repl(self.box, self._repl_limits())
         spare.activate(self.box)
-        if self.warm:
+        if self.warm and (self._refill is None or not self._refill.is_alive()):
             # Started off the caller's path: forking the server is the slow part of a start.
             self._refill = threading.Thread(target=self._start_spare, daemon=True)
             self._refill.start()
@@ -147,9 +147,14 @@ class Executor:
 
     def _start_spare(self) -> None:
         try:
-            self._spare = _Repl(self.box, self._repl_limits())
+            repl = _Repl(self.box, self._repl_limits())
         except SandboxError:
-            self._spare = None  # the next take starts one itself and reports the failure
+            return  # the next take starts one itself and reports the failure
+        with self._spare_lock:
+            if self._spare is None and not self._closed:
+                self._spare, repl = repl, None
+        if repl is not None:
+            repl.kill(wait=False)
 
     def _repl_limits(self) -> Any:
         # RLIMIT_CPU counts the whole life of the interpreter: give it room for many cells.
@@ -261,6 +266,8 @@ class Executor:
         return results
 
     def close(self) -> None:
+        with self._spare_lock:
+            self._closed = True
         if self._refill is not None:
             self._refill.join()
             self._refill = None
@@ -335,8 +342,8 @@ class _Repl:
             return
         frame, ended = self.receive(deadline=time.monotonic() + START_TIMEOUT_S)
         if frame is None or not frame.get("ready"):
-            stderr = ended.stderr[-500:] if ended else ""
-            raise SandboxError(f"the interpreter did not start: {stderr}")
+            why = f"{ended.status.value} {ended.message} {ended.stderr[-500:]}" if ended else ""
+            raise SandboxError(f"the interpreter did not start: {why.strip()}")
         self.ready = True
 
     def send(self, request: dict[str, Any]) -> None:
@@ -390,8 +397,8 @@ class _Repl:
             return "", False
         return data.decode("utf-8", "replace"), size > cap
 
-    def kill(self) -> None:
-        self.process.kill()
+    def kill(self, *, wait: bool = True) -> None:
+        self.process.kill(wait=wait)
         for fd in (self.out_fd, self.err_fd):
             try:
                 os.close(fd)
