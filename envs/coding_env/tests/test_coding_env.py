@@ -200,3 +200,17 @@ def test_a_sandbox_failure_is_an_infrastructure_error_not_a_score(
         assert info.value.data["category"] == "infrastructure"
     finally:
         env.close()
+
+
+async def test_limits_are_typed_and_the_repl_recovers(server: str) -> None:
+    async with CodingEnv(base_url=server) as env:
+        await env.reset()
+        loud = await env.step(CodeAction(code="x = 1\nprint('x' * 3_000_000)"))
+        obs = loud.observation
+        assert obs.status == ExecStatus.OUTPUT_LIMIT and obs.truncated
+        assert len(obs.stdout) == 1_000_000 and not obs.restarted
+        forks = await env.step(CodeAction(code="import os\nfor _ in range(200):\n    os.fork()"))
+        assert forks.observation.status == ExecStatus.PROCESS_LIMIT, forks.observation
+        assert "restarted" in forks.observation.message and forks.reward == 0.0
+        after = await env.step(CodeAction(code="print('clean')"))
+        assert after.observation.restarted and after.observation.stdout == "clean\n"

@@ -24,6 +24,7 @@ import time
 import traceback
 
 _ORIGINAL_STREAMS = (sys.stdout, sys.stderr, sys.stdin)
+_MAIN_PID = os.getpid()
 # Bound now: code that patches the json module later cannot change what this file sends.
 _dumps, _loads = json.dumps, json.loads
 
@@ -111,12 +112,19 @@ def exec_cell(request, namespace):
         print(exception["traceback"], end="", file=sys.stderr)
     duration = time.perf_counter() - started
     _flush()
+    _end_if_forked()
     return {
         "cell": request["cell"],
         "exit_code": exit_code,
         "exception": exception,
         "duration_s": round(duration, 6),
     }
+
+
+def _end_if_forked():
+    """A process the code forked must not go on to read requests or send replies."""
+    if os.getpid() != _MAIN_PID:
+        os._exit(0)
 
 
 def _as_data(value):
@@ -131,6 +139,7 @@ def judge(request, send):
         _run(request["solution"], "<solution>", namespace)
     except BaseException as exc:
         _flush()
+        _end_if_forked()
         message = f"the solution raised {type(exc).__name__}: {exc}"
         for case in range(len(request["calls"])):
             send({"case": case, "error": message})
@@ -140,9 +149,11 @@ def judge(request, send):
             value = _as_data(eval(compile(call, "<test>", "eval"), namespace))
         except BaseException as exc:
             _flush()
+            _end_if_forked()
             send({"case": case, "error": f"{type(exc).__name__}: {exc}"})
             continue
         _flush()
+        _end_if_forked()
         send({"case": case, "value": value})
 
 

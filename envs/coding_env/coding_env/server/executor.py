@@ -211,10 +211,9 @@ class Executor:
         frame, ended = repl.receive(deadline=started + self.timeout_s)
         if frame is not None:
             result = _from_frame(frame)
-            if (result.exception or {}).get("type") == "MemoryError":
-                # The interpreter survived, but its state may not have: start over.
-                result.status = ExecStatus.MEMORY_LIMIT
-                result.message = "ran out of its memory limit; the interpreter was restarted"
+            if result.status in (ExecStatus.MEMORY_LIMIT, ExecStatus.PROCESS_LIMIT):
+                # The interpreter survived, but its state (or its process table) may not have.
+                result.message += "; the interpreter was restarted (earlier definitions are gone)"
                 result.interpreter_lost = True
             return result, repl
         assert ended is not None
@@ -279,11 +278,20 @@ class Executor:
 
 def _from_frame(frame: dict[str, Any]) -> CellResult:
     exit_code = int(frame.get("exit_code", 0))
+    exception = frame.get("exception") or {}
+    status, message = ExecStatus.OK if exit_code == 0 else ExecStatus.ERROR, ""
+    if exception.get("type") == "MemoryError":
+        status, message = ExecStatus.MEMORY_LIMIT, "ran out of its memory limit"
+    elif exception.get("type") == "BlockingIOError" and "temporarily" in exception.get(
+        "message", ""
+    ):
+        status, message = ExecStatus.PROCESS_LIMIT, "hit its process limit (fork refused)"
     return CellResult(
-        status=ExecStatus.OK if exit_code == 0 else ExecStatus.ERROR,
+        status=status,
         exit_code=exit_code,
-        exception=frame.get("exception"),
+        exception=exception or None,
         duration_s=float(frame.get("duration_s", 0.0)),
+        message=message,
     )
 
 
