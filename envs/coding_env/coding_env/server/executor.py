@@ -43,7 +43,8 @@ class CellResult:
 
 @dataclass
 class CaseResult:
-    passed: bool
+    """What one test call returned (JSON data) or why it did not; the server compares."""
+
     value: Any = None
     error: str = ""
 
@@ -66,7 +67,11 @@ class _Frames:
             header_end = self.buffer.find(b"\n", start + len(marker))
             if header_end < 0:
                 break
-            length = int(self.buffer[start + len(marker) : header_end])
+            try:
+                length = int(self.buffer[start + len(marker) : header_end])
+            except ValueError:  # not a header after all
+                del self.buffer[: start + len(marker)]
+                continue
             if len(self.buffer) < header_end + 1 + length:
                 break
             body = bytes(self.buffer[header_end + 1 : header_end + 1 + length])
@@ -188,18 +193,24 @@ class Executor:
         result.truncated = cut_out or cut_err
         return result
 
-    def _execute_once(self, request: dict[str, Any]) -> CellResult:
+    def _run_worker(
+        self, request: dict[str, Any], timeout_s: float
+    ) -> tuple[ExecResult, list[dict[str, Any]]]:
+        """One request in a new worker process; its result and the frames it sent. A worker
+        that exits without a single frame did not start: an infrastructure error."""
         token = secrets.token_hex(16)
         stdin = f"{token}\n{json.dumps(request)}\n"
-        limits = self.box.limits.model_copy(update={"wall_time_s": self.timeout_s})
+        limits = self.box.limits.model_copy(update={"wall_time_s": timeout_s})
         run = self.box.run(_worker_argv(self.box), stdin=stdin, limits=limits).check()
-        frames = [f for f in _Frames(token.encode()).feed(run.stdout.encode()) if "cell" in f]
-        if frames:
-            return _from_frame(frames[-1])
-        if not any(True for _ in _Frames(token.encode()).feed(run.stdout.encode())):
-            if run.status in (ExecStatus.OK, ExecStatus.ERROR):
-                raise SandboxError(f"the interpreter did not start: {run.stderr[-500:]}")
-        return _from_killed(run)
+        frames = _Frames(token.encode()).feed(run.stdout.encode())
+        if not frames and run.status in (ExecStatus.OK, ExecStatus.ERROR):
+            raise SandboxError(f"the interpreter did not start: {run.stderr[-500:]}")
+        return run, frames
+
+    def _execute_once(self, request: dict[str, Any]) -> CellResult:
+        run, frames = self._run_worker(request, self.timeout_s)
+        cells = [frame for frame in frames if "cell" in frame]
+        return _from_frame(cells[-1]) if cells else _from_killed(run)
 
     def _execute_in_repl(self, request: dict[str, Any]) -> tuple[CellResult, _Repl]:
         if self._repl is None or not self._repl.alive():
@@ -230,7 +241,6 @@ class Executor:
 
     def judge(self, solution: str, calls: list[str], timeout_s: float) -> list[CaseResult]:
         """Evaluate `calls` against `solution` in a new process (never the agent's REPL)."""
-        token = secrets.token_hex(16)
         out_rel, err_rel = f"{OUTPUT_DIR}/judge.out", f"{OUTPUT_DIR}/judge.err"
         request = {
             "op": "judge",
@@ -239,29 +249,24 @@ class Executor:
             "out": f"{self.box.workspace}/{out_rel}",
             "err": f"{self.box.workspace}/{err_rel}",
         }
-        stdin = f"{token}\n{json.dumps(request)}\n"
-        limits = self.box.limits.model_copy(update={"wall_time_s": timeout_s})
-        run = self.box.run(_worker_argv(self.box), stdin=stdin, limits=limits).check()
+        run, frames = self._run_worker(request, timeout_s)
         for rel in (out_rel, err_rel):
-            _read_output(self.box, rel, 1)
-        frames = _Frames(token.encode()).feed(run.stdout.encode())
-        if not frames and run.status in (ExecStatus.OK, ExecStatus.ERROR):
-            raise SandboxError(f"the judge did not start: {run.stderr[-500:]}")
+            _read_output(self.box, rel, 1)  # only to delete it
         seen: dict[int, list[dict[str, Any]]] = {}
         for frame in frames:
-            if "case" in frame:
-                seen.setdefault(int(frame["case"]), []).append(frame)
+            if isinstance(frame.get("case"), int):
+                seen.setdefault(frame["case"], []).append(frame)
         why_missing = run.message or f"the judge ended ({run.status.value})"
         results = []
         for case in range(len(calls)):
             got = seen.get(case, [])
             if len(got) != 1:
                 reason = why_missing if not got else "more than one result reported"
-                results.append(CaseResult(passed=False, error=reason))
+                results.append(CaseResult(error=reason))
             elif "error" in got[0]:
-                results.append(CaseResult(passed=False, error=str(got[0]["error"])))
+                results.append(CaseResult(error=str(got[0]["error"])))
             else:
-                results.append(CaseResult(passed=False, value=got[0].get("value")))
+                results.append(CaseResult(value=got[0].get("value")))
         return results
 
     def close(self) -> None:
