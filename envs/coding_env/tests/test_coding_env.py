@@ -159,6 +159,7 @@ async def test_bad_reset_options_are_typed_errors_and_the_session_stays_usable(s
             ({"tests": [{"expected": 1}]}, "tests"),
             ({"tests": []}, "tests"),
             ({"timeout_s": -1}, "timeout_s"),
+            ({"timeout_s": "soon"}, "timeout_s"),
             ({"max_steps": 0}, "max_steps"),
         ):
             with pytest.raises(InvalidRequestError) as info:
@@ -168,6 +169,12 @@ async def test_bad_reset_options_are_typed_errors_and_the_session_stays_usable(s
         await env.reset(task_id="add", max_steps=1)
         last = await env.step(CodeAction(code="def add(a, b):\n    return 5"))
         assert last.done and last.observation.tests_passed == 1
+        with pytest.raises(InvalidRequestError, match="call reset"):
+            await env.step(CodeAction(code="print(1)"))
+        # Solved before max_steps: a further step is refused too.
+        await env.reset(task_id="add")
+        solved = await env.step(CodeAction(code="def add(a, b):\n    return a + b"))
+        assert solved.done and solved.reward == pytest.approx(1.0)
         with pytest.raises(InvalidRequestError, match="call reset"):
             await env.step(CodeAction(code="print(1)"))
 

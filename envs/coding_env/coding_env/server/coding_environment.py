@@ -39,6 +39,20 @@ def _invalid(field: str, message: str) -> InvalidActionError:
     )
 
 
+def _number(name: str, value: Any, kind: Any, low: Any, high: Any) -> Any:
+    """A reset option as `kind` within [low, high], or a VALIDATION_ERROR naming it."""
+    if value is None:
+        return None
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise _invalid(name, f"{name} must be a number, got {value!r}") from None
+    if number < low or (high is not None and number > high):
+        bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise _invalid(name, f"{name} must be {bounds}, got {value!r}")
+    return number
+
+
 class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
     """Runs Python for an agent, optionally against a task's hidden tests."""
 
@@ -52,7 +66,7 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         self._box = Sandbox(limits=limits or SandboxLimits(wall_time_s=timeout))
         warm = _env_flag("CODING_ENV_WARM", True) and self._default_persistent
         self._executor = Executor(self._box, warm=warm)
-        self._started = False
+        self._started = self._done = False
         self._task: Optional[Task] = None
         self._max_steps: Optional[int] = None
         self._clean_cells: list[str] = []
@@ -74,22 +88,17 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         **kwargs: Any,
     ) -> CodeObservation:
         task = self._choose_task(task_id, tests, prompt, seed)
-        if timeout_s is not None and not 0 < float(timeout_s) <= 300:
-            raise _invalid("timeout_s", "timeout_s must be in (0, 300] seconds")
-        if max_steps is not None and int(max_steps) < 1:
-            raise _invalid("max_steps", "max_steps must be at least 1")
+        timeout_s = _number("timeout_s", timeout_s, float, low=1e-3, high=300.0)
+        max_steps = _number("max_steps", max_steps, int, low=1, high=None)
         persistent = self._default_persistent if persistent is None else bool(persistent)
-        self._executor.reset(
-            persistent=persistent, timeout_s=float(timeout_s or self._default_timeout_s)
-        )
+        self._executor.reset(persistent=persistent, timeout_s=timeout_s or self._default_timeout_s)
         self._started = True
         self._task = task
-        if max_steps is not None:
-            self._max_steps = int(max_steps)
-        else:
-            self._max_steps = DEFAULT_TASK_STEPS if task else None
+        self._max_steps = (
+            max_steps if max_steps is not None else (DEFAULT_TASK_STEPS if task else None)
+        )
         self._clean_cells = []
-        self._lost = False
+        self._lost = self._done = False
         self._state = CodeState(
             episode_id=episode_id or str(uuid4()),
             task_id=task.id if task else None,
@@ -136,7 +145,7 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
     ) -> CodeObservation:
         if not self._started:
             raise _invalid("code", "call reset() before step()")
-        if self._max_steps is not None and self._state.step_count >= self._max_steps:
+        if self._done:
             raise _invalid("code", "the episode is over: call reset()")
         restarted, self._lost = self._lost, False
         cell = self._executor.execute(action.code)
@@ -158,7 +167,7 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         self._state.last_exit_code = cell.exit_code
         all_passed = self._task is not None and obs.tests_passed == obs.tests_total
         out_of_steps = self._max_steps is not None and self._state.step_count >= self._max_steps
-        obs.done = all_passed or out_of_steps
+        obs.done = self._done = all_passed or out_of_steps
         return obs
 
     def _observe(self, cell: CellResult, restarted: bool) -> CodeObservation:
