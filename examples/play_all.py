@@ -106,6 +106,22 @@ def play_connect4(url: str, rng: random.Random) -> list[float]:
     return _episode(Connect4Env, url, act, {"seed": 0})
 
 
+def play_coding(url: str, rng: random.Random) -> list[float]:
+    from coding_env import CodeAction, CodingEnv
+
+    solutions = {  # a wrong first attempt, then the right one
+        "add": ["def add(a, b):\n    return a - b", "def add(a, b):\n    return a + b"],
+        "fizzbuzz": [
+            "def fizzbuzz(n):\n    return [str(i) for i in range(1, n + 1)]",
+            "def fizzbuzz(n):\n    return [('Fizz' * (i % 3 == 0) + 'Buzz' * (i % 5 == 0))"
+            " or str(i) for i in range(1, n + 1)]",
+        ],
+    }
+    task = rng.choice(sorted(solutions))
+    attempts = iter(solutions[task])
+    return _episode(CodingEnv, url, lambda obs: CodeAction(code=next(attempts)), {"task_id": task})
+
+
 def play_snake(url: str, rng: random.Random) -> list[float]:
     from snake_env import SnakeAction, SnakeEnv
 
@@ -240,6 +256,7 @@ POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
     "maze": ("maze_env", play_maze),
     "connect4": ("connect4_env", play_connect4),
     "terminal": ("terminal_env", play_terminal),
+    "coding": ("coding_env", play_coding),
     "snake": ("snake_env", play_snake),
     "gymnasium": ("gymnasium_env", play_gymnasium),
     "trading": ("trading_env", play_trading),

@@ -16,6 +16,7 @@ EXPECTED = {
     "maze",
     "connect4",
     "terminal",
+    "coding",
     "snake",
     "gymnasium",
     "trading",

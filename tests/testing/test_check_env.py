@@ -363,6 +363,19 @@ def test_nondeterministic_seed_fails_determinism() -> None:
     assert "random.Random(seed)" in detail
 
 
+def test_volatile_observation_fields_are_left_out_of_determinism() -> None:
+    class TimedObservation(CountObservation):
+        took_s: float = Field(default=0.0, json_schema_extra={"volatile": True})
+
+    class TimedEnv(GoodEnv):
+        def reset(self, seed=None, episode_id=None, **kwargs: Any):
+            obs = super().reset(seed=seed, episode_id=episode_id)
+            return TimedObservation(**obs.model_dump(), took_s=random.random())
+
+    report = run(TimedEnv, observation_cls=TimedObservation)
+    assert report["determinism"].passed, report["determinism"].detail
+
+
 def test_nondeterministic_state_only_is_a_warning() -> None:
     class TokenState(CountState):
         token: str = ""

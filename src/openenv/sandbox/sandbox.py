@@ -256,11 +256,14 @@ class Sandbox:
         os.set_blocking(fd, True)
         return fd
 
-    def clear_workspace(self, *, kill_processes: bool = True) -> None:
+    def clear_workspace(
+        self, *, kill_processes: bool = True, keep: Sequence[SandboxProcess] = ()
+    ) -> None:
         """Delete everything in the workspace (a new episode), killing what still runs there
-        unless `kill_processes` is False (a long-lived kernel kept across episodes)."""
+        except the spawned processes in `keep` (a warm interpreter that has run nothing yet),
+        or nothing at all when `kill_processes` is False (a kernel kept across episodes)."""
         if kill_processes:
-            self._kill_children()
+            self._kill_children(keep=keep)
         for entry in list(self.host_workspace.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
@@ -577,11 +580,12 @@ class Sandbox:
 
     # -- cleanup -----------------------------------------------------------------------------
 
-    def _kill_children(self) -> None:
-        """Kill spawned processes and the commands `run()` waits on in other threads (those
-        threads reap them and report KILLED)."""
+    def _kill_children(self, keep: Sequence[SandboxProcess] = ()) -> None:
+        """Kill spawned processes (but those in `keep`) and the commands `run()` waits on in
+        other threads (those threads reap them and report KILLED)."""
         with self._lock:
-            children, self._children = list(self._children), set()
+            children = [child for child in self._children if child not in keep]
+            self._children.difference_update(children)
             running = list(self._running)
         for launch in running:
             launch.killed_by_close = True
@@ -706,16 +710,70 @@ class SandboxProcess:
     def alive(self) -> bool:
         return not self._launch.exited()
 
-    def kill(self) -> None:
-        """Kill the process and everything it started; idempotent, safe from any thread."""
+    @property
+    def returncode(self) -> Optional[int]:
+        """As `Popen.returncode` (negative: a signal), once it has ended; None while it runs.
+        Read without reaping, so its pid stays reserved until `kill()`."""
+        if self.process.returncode is not None:
+            return self.process.returncode
+        try:
+            info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return None
+        if info is None:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def ended(
+        self, *, stderr: bytes = b"", duration_s: float = 0.0, timed_out: bool = False
+    ) -> ExecResult:
+        """Why the process ended, classified as `Sandbox.run` classifies a command (memory,
+        CPU, file and process limits, a signal); then kill what it left. With `timed_out`, a
+        process still running is killed and reported as a timeout."""
+        launch = self._launch
+        if timed_out:
+            launch.kill()
+        else:
+            deadline = time.monotonic() + 5.0
+            while not launch.exited() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        events = _cgroup_events(launch.groups)
+        self.kill()
+        return _classify(
+            backend=self.sandbox.backend,
+            returncode=self.process.returncode if self.process.returncode is not None else -9,
+            out=b"",
+            err=stderr,
+            truncated=False,
+            timed_out=timed_out,
+            closed=launch.killed_by_close,
+            events=events,
+            limits=self.sandbox.limits,
+            cgroup_controllers=launch.controllers,
+            duration=duration_s,
+        )
+
+    def kill(self, *, wait: bool = True) -> None:
+        """Kill the process and everything it started; idempotent, safe from any thread. With
+        `wait=False` only the signals are sent here, and reaping and cgroup removal happen on
+        a background thread (for latency paths such as a reset on a loaded machine)."""
+        with self.sandbox._lock:
+            self.sandbox._children.discard(self)
+        if wait:
+            self._kill_and_reap()
+        else:
+            with self._launch._lock, contextlib.suppress(ProcessLookupError, PermissionError):
+                if not self._launch.reaped:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+            threading.Thread(target=self._kill_and_reap, daemon=True).start()
+
+    def _kill_and_reap(self) -> None:
         self._launch.kill()
         with self._launch._lock:
             reaped = self._launch.reaped
         if not reaped:
             with contextlib.suppress(ChildProcessError):
                 self._launch.reap()
-        with self.sandbox._lock:
-            self.sandbox._children.discard(self)
 
 
 _MEMORY_RE = re.compile(r"MemoryError|cannot allocate|std::bad_alloc|out of memory", re.IGNORECASE)

@@ -369,6 +369,16 @@ class Checker:
             planned = len(self.actions[: self.steps])
             self.add("step", True, f"{taken} of {planned} steps answered{ended}")
 
+    def volatile_fields(self) -> list[str]:
+        """Observation fields the schema marks `"volatile": true` (e.g. a measured duration):
+        left out of the determinism check, since no seed can fix them."""
+        properties = (self.schemas.get("observation") or {}).get("properties") or {}
+        return [
+            name
+            for name, spec in properties.items()
+            if isinstance(spec, dict) and spec.get("volatile") is True
+        ]
+
     async def check_determinism(self, run1: Episode, run2: Episode) -> None:
         if run2.reset_error is not None:
             self.add("determinism", False, f"the second reset failed: {run2.reset_error}")
@@ -380,8 +390,11 @@ class Checker:
         )
         problem = None
         pairs = [(run1.reset, run2.reset), *zip(run1.observations, run2.observations, strict=False)]
+        volatile = self.volatile_fields()
         for i, (a, b) in enumerate(pairs):
-            diff = first_difference(normalize(a), normalize(b))
+            diff = first_difference(
+                without(normalize(a), *volatile), without(normalize(b), *volatile)
+            )
             if diff:
                 label = "reset" if i == 0 else f"step #{i - 1}"
                 problem = f"the {label} observations differ at {diff}"

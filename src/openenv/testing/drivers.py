@@ -32,7 +32,7 @@ from openenv.core.generic_client import GenericEnvClient
 from openenv.core.protocol import dumps, loads
 from openenv.core.utils import convert_to_http_url
 
-from ._jsonutil import first_difference, normalize, short, unserializable_fields
+from ._jsonutil import first_difference, normalize, short, unserializable_fields, without
 from .checks import Checker, Episode, Unavailable, WireError, names_field
 from .report import Severity
 
@@ -673,8 +673,11 @@ class UrlDriver:
         if ws_run.reset is None:
             return
         ws_obs = [ws_run.reset, *ws_run.observations]
+        volatile = checker.volatile_fields()
         for i, (a, b) in enumerate(zip(ws_obs, observations, strict=False)):
-            diff = first_difference(normalize(a), normalize(b))
+            diff = first_difference(
+                without(normalize(a), *volatile), without(normalize(b), *volatile)
+            )
             if diff:
                 label = "reset" if i == 0 else f"step #{i - 1}"
                 detail = f"the same seeded episode differs between /ws and HTTP at {label}: {diff}"

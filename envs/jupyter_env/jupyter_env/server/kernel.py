@@ -486,7 +486,7 @@ class SandboxedKernel:
     def _check_alive(self) -> None:
         process = self._process
         if process is None or not process.alive():
-            code = None if process is None else process.process.returncode
+            code = None if process is None else process.returncode
             raise _KernelDied(f"{_describe_exit(code)}{self._stderr_hint()}")
 
     def _require_client(self) -> BlockingKernelClient:
