@@ -12,14 +12,15 @@ APP = "tests.apps.soak_env:app"
 
 #: Settings of the soak server. The step deadline answers hung calls held longer than 5 s with
 #: TIMEOUT once the server has deadlines (the driver holds them 1-8 s, then releases them); a
-#: short resume grace lets abandoned sessions end within a cycle; 16 worker threads at most
+#: short resume grace lets abandoned sessions end within a cycle (10 s: on a loaded machine a
+#: cut client's reconnect alone took more than 3 s, and its session was gone); 16 threads at most
 #: bound the thread count; frames above 256 KiB are refused (oversized frames stay cheap).
 #: A fixed mmap threshold: glibc otherwise raises it after large blocks (the slow readers'
 #: 256 KiB replies) are freed, and later ones fragment the heap, so RSS after a cycle swings by
 #: +/-40% with no object kept (measured); with it RSS tracks what the server really holds.
 SOAK_SERVER_ENV = {
     "MALLOC_MMAP_THRESHOLD_": "131072",
-    "OPENENV_RESUME_GRACE": "3",
+    "OPENENV_RESUME_GRACE": "10",
     "OPENENV_SESSION_TIMEOUT": "120",
     "OPENENV_MAX_MESSAGE_BYTES": str(256 * 1024),
     "OPENENV_MAX_THREADS": "16",

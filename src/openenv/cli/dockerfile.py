@@ -31,8 +31,10 @@ _TEMPLATE = """\
 ARG BASE_IMAGE={base_image}
 
 FROM ${{BASE_IMAGE}} AS builder
-# Lets `openenv build` remove this stage's image once the build is done.
-LABEL org.openenv.stage=builder
+# Lets `openenv build` remove this stage's image once the build is done (this build's only:
+# another build running at the same time still needs its own).
+ARG OPENENV_BUILD=local
+LABEL org.openenv.stage=builder org.openenv.build=${{OPENENV_BUILD}}
 # 1: install from ./wheels only. A builder that can reach a package index may set 0.
 ARG PIP_NO_INDEX=1
 COPY wheels /tmp/wheels

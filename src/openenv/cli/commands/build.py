@@ -8,6 +8,7 @@ missing (see `openenv.cli.base_image`).
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import tempfile
 import time
@@ -139,6 +140,8 @@ def run_docker_build(
     """Build and stream the engine's output into a status line; returns the image id."""
     log: list[str] = []
     image_id: Optional[str] = None
+    build_id = secrets.token_hex(8)
+    build_args = {**build_args, "OPENENV_BUILD": build_id}
     with console.status(f"Building {tag}") as status:
         for chunk in client.api.build(
             path=str(context),
@@ -164,7 +167,8 @@ def run_docker_build(
     if image_id is None:
         image_id = client.images.get(tag).id
     # The builder stage's image (venv and wheels) is of no use once its venv is copied out.
-    client.images.prune(filters={"dangling": True, "label": BUILDER_LABEL})
+    labels = [BUILDER_LABEL, f"org.openenv.build={build_id}"]
+    client.images.prune(filters={"dangling": True, "label": labels})
     return image_id
 
 
