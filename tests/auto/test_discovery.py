@@ -22,6 +22,7 @@ from openenv.auto import (
 from openenv.core import EnvClient
 from openenv.core.env_server.types import Action, Observation
 from openenv.core.manifest import load_project
+from openenv.core.mcp_client import MCPToolClient
 from tests.support.server import REPO
 
 from .fake_dist import manifest_text, write_distribution
@@ -72,12 +73,14 @@ def test_every_repository_environment_is_listed_with_its_own_classes(env_dir: Pa
     assert issubclass(client_cls, EnvClient)
     assert issubclass(action_cls, Action)
     assert issubclass(observation_cls, Observation)
-    # A typed client declares the same models as the manifest (MCP clients declare none).
+    # A typed client declares the same models as the manifest. An MCP client's steps are tool
+    # calls; the observation type it may declare is its reset's (repo_env's task).
     declared_action = client_cls.action_type
     if isinstance(declared_action, type) and issubclass(declared_action, Action):
         assert declared_action is action_cls
     declared_observation = client_cls.observation_type
-    if isinstance(declared_observation, type) and issubclass(declared_observation, Observation):
+    typed = isinstance(declared_observation, type) and issubclass(declared_observation, Observation)
+    if typed and not issubclass(client_cls, MCPToolClient):
         assert issubclass(observation_cls, declared_observation)
 
 
