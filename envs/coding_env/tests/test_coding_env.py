@@ -221,3 +221,17 @@ async def test_limits_are_typed_and_the_repl_recovers(server: str) -> None:
         assert "restarted" in forks.observation.message and forks.reward == 0.0
         after = await env.step(CodeAction(code="print('clean')"))
         assert after.observation.restarted and after.observation.stdout == "clean\n"
+
+
+def test_the_agent_cannot_read_the_tasks_expected_values() -> None:
+    from coding_env.tasks import TASKS_FILE
+
+    env = CodingEnvironment()
+    try:
+        env.reset(task_id="add")
+        if env.state.backend != "bubblewrap":
+            pytest.skip("only bubblewrap hides files (the process backend is documented not to)")
+        obs = env.step(CodeAction(code=f"print(open({str(TASKS_FILE)!r}).read())"))
+        assert obs.status == ExecStatus.ERROR and "expected" not in obs.stdout
+    finally:
+        env.close()

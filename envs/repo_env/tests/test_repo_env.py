@@ -174,3 +174,18 @@ def test_reset_options_are_checked() -> None:
 def test_passes_the_environment_checker() -> None:
     report = check_env(RepoEnvironment)
     assert report.ok, str(report)
+
+
+def test_code_under_test_cannot_read_the_recorded_fixes(server: str) -> None:
+    # The agent's code runs inside pytest; under bubblewrap the task catalog (with each bug's
+    # patch) is hidden from it.
+    from repo_env.tasks import TASKS_FILE
+
+    with RepoEnv(base_url=server).sync() as env:
+        env.reset(task_id="roman-2")
+        if env.state().sandbox_backend != "bubblewrap":
+            pytest.skip("only bubblewrap hides files (the process backend is documented not to)")
+        probe = f"def test_probe():\n    open({str(TASKS_FILE)!r}).read()\n"
+        env.call_tool("write_file", path="tests/test_probe.py", content=probe)
+        report = env.call_tool("run_tests", test_id="tests/test_probe.py::test_probe")
+        assert "FileNotFoundError" in str(report) or "PermissionError" in str(report), report

@@ -141,8 +141,8 @@ class Sandbox:
         hidden: Sequence[Union[str, Path]] = (),
         env: Optional[Mapping[str, str]] = None,
     ) -> None:
-        """`hidden`: host folders that commands must not read even though they lie inside a
-        bound one (e.g. an environment's answer keys inside its installed package): under
+        """`hidden`: host folders or files that commands must not read even though they lie
+        inside a bound one (an environment's answer keys inside its installed package): under
         bubblewrap each appears empty; the process backend cannot hide anything."""
         self.backend = choose_backend(backend)
         self.limits = limits or SandboxLimits()
@@ -536,9 +536,11 @@ class Sandbox:
             if path != str(self.host_workspace):
                 bind("--ro-bind", path)
         bind("--bind", str(self.host_workspace), WORKSPACE)
-        for folder in self._hidden:
-            if os.path.isdir(folder):
-                argv += ["--tmpfs", folder, "--remount-ro", folder]
+        for hidden in self._hidden:
+            if os.path.isdir(hidden):
+                argv += ["--tmpfs", hidden, "--remount-ro", hidden]
+            elif os.path.isfile(hidden):
+                argv += ["--ro-bind", "/dev/null", hidden]
         for path in binds:
             bind("--bind", path)
         argv += ["--remount-ro", "/", "--chdir", workdir, "--"]

@@ -18,7 +18,15 @@ from openenv.sandbox import ExecStatus, Sandbox, SandboxLimits
 
 from ..models import CodeAction, CodeObservation, CodeState, ExceptionInfo, TestResult
 from ..rubrics import CodingRubric
-from ..tasks import Task, TestCase, custom_task, pick_task, same_value, shipped_tasks
+from ..tasks import (
+    TASKS_FILE,
+    Task,
+    TestCase,
+    custom_task,
+    pick_task,
+    same_value,
+    shipped_tasks,
+)
 from .executor import CellResult, Executor
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -63,7 +71,10 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodeState]):
         timeout = float(os.environ.get("CODING_ENV_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
         self._default_timeout_s = timeout
         self._default_persistent = _env_flag("CODING_ENV_PERSISTENT", True)
-        self._box = Sandbox(limits=limits or SandboxLimits(wall_time_s=timeout))
+        # The tasks' expected values stay out of the agent's reach (under bubblewrap).
+        self._box = Sandbox(
+            limits=limits or SandboxLimits(wall_time_s=timeout), hidden=[TASKS_FILE]
+        )
         warm = _env_flag("CODING_ENV_WARM", True) and self._default_persistent
         self._executor = Executor(self._box, warm=warm)
         self._started = self._done = False

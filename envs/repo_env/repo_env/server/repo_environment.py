@@ -32,7 +32,7 @@ from openenv.core.errors import InvalidActionError
 from openenv.sandbox import Sandbox, SandboxError, SandboxLimits, WorkspacePathError
 
 from ..models import RepoObservation, RepoState
-from ..tasks import Catalog, Task, load_catalog, task_files
+from ..tasks import DATA, Catalog, Task, load_catalog, task_files
 from ..testrun import TEST_LIMITS, run_pytest
 
 DEFAULT_MAX_STEPS = 60
@@ -126,7 +126,7 @@ class RepoEnvironment(MCPEnvironment):
         steps = self._default_max_steps if max_steps is None else max_steps
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
             raise _invalid("max_steps", f"max_steps must be a positive integer, not {steps!r}")
-        box = self._box = self._box or Sandbox(limits=TEST_LIMITS)
+        box = self._box = self._box or Sandbox(limits=TEST_LIMITS, hidden=[DATA])
         box.clear_workspace()
         files = task_files(task)
         for path, content in files.items():
@@ -415,7 +415,7 @@ class RepoEnvironment(MCPEnvironment):
         return grade
 
     def _grader_box(self) -> Sandbox:
-        self._grader = self._grader or Sandbox(limits=TEST_LIMITS)
+        self._grader = self._grader or Sandbox(limits=TEST_LIMITS, hidden=[DATA])
         return self._grader
 
     def grade(self, task: Task, workspace: Sandbox) -> dict[str, Any]:
