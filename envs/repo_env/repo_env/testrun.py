@@ -45,7 +45,9 @@ def run_pytest(
     box: Sandbox, args: Sequence[str] = (), limits: SandboxLimits = TEST_LIMITS
 ) -> TestRun:
     """Run `pytest ARGS` in the box's workspace, isolated (`-I`: no current folder or PYTHON*
-    variables on the path, so a `pytest.py` in the workspace cannot stand in for pytest).
+    variables on the path, so a `pytest.py` in the workspace cannot stand in for pytest), and
+    writing no bytecode (`-B`): a `.pyc` is trusted by the source's mtime (whole seconds) and
+    size, so an edit of the same size within a second of the last run would go unseen.
 
     Raises `SandboxError` only when the sandbox itself failed; a suite that times out or crashes
     is a run whose tests did not pass."""
@@ -53,6 +55,7 @@ def run_pytest(
     argv = [
         box.python,
         "-I",
+        "-B",
         "-m",
         "pytest",
         "-p",

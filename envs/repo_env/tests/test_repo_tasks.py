@@ -4,6 +4,7 @@ as given 0) and the generator that made them."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -110,3 +111,17 @@ def test_the_vendored_suites_pass_unmodified() -> None:
             run = run_pytest(box)
             assert sorted(run.outcomes) == list(project.tests), name
             assert all(run.passed(t) for t in project.tests), run.output
+
+
+def test_an_edit_of_the_same_size_within_a_second_is_seen() -> None:
+    # A cached .pyc is trusted by the source's mtime in whole seconds and its size: an agent's
+    # quick one-character fix must not be judged on the old code.
+    with Sandbox() as box:
+        box.write_file("pytest.ini", "[pytest]\n")
+        box.write_file("mod.py", "def f():\n    return 1\n")
+        box.write_file("test_mod.py", "from mod import f\n\ndef test_f():\n    assert f() == 2\n")
+        assert not run_pytest(box).passed("test_mod.py::test_f")
+        stamp = box.host_path("mod.py").stat()
+        box.write_file("mod.py", "def f():\n    return 2\n")
+        os.utime(box.host_path("mod.py"), ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+        assert run_pytest(box).passed("test_mod.py::test_f")
