@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.envs import env_dirs, installed
 from tests.support.server import REPO, free_port, wait_healthy
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
@@ -85,7 +86,7 @@ def test_list_shows_every_reference_environment() -> None:
     out = subprocess.run([OPENENV, "list", "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     listed = {info["name"] for info in json.loads(out.stdout)}
-    on_disk = {path.name for path in (REPO / "envs").iterdir() if (path / "openenv.yaml").exists()}
+    on_disk = {path.name for path in env_dirs() if installed(path.name)}
     assert on_disk <= listed
 
 

@@ -23,6 +23,7 @@ from openenv.core import EnvClient
 from openenv.core.env_server.types import Action, Observation
 from openenv.core.manifest import load_project
 from openenv.core.mcp_client import MCPToolClient
+from tests.support.envs import env_params
 from tests.support.server import REPO
 
 from .fake_dist import manifest_text, write_distribution
@@ -39,7 +40,7 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("env_dir", ENV_DIRS, ids=lambda p: p.name)
+@pytest.mark.parametrize("env_dir", env_params(ENV_DIRS))
 def test_every_repository_environment_is_listed_with_its_own_classes(env_dir: Path):
     project = load_project(env_dir)
     listed = {info["distribution"]: info for info in AutoEnv.list_environments()}

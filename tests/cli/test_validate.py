@@ -28,6 +28,7 @@ from openenv.testing.validation import (
     startup_error,
     validate_local_environment,
 )
+from tests.support.envs import env_params
 from tests.support.server import REPO, RunningServer, free_port, serve
 
 OPENENV = str(Path(sys.executable).with_name("openenv"))
@@ -124,7 +125,7 @@ def test_shipped_environments_are_all_checked() -> None:
     assert len(SHIPPED) >= 11 and {"echo_env", "openspiel_env"} <= set(SHIPPED)
 
 
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("name", env_params(SHIPPED))
 def test_shipped_environment_passes_validate(
     shipped_reports: dict[str, CheckReport], name: str
 ) -> None:

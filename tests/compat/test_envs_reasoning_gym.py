@@ -18,6 +18,12 @@ import pytest
 
 from tests.support.server import serve
 
+pytest.importorskip(
+    "reasoning_gym_env",
+    reason="reasoning_gym_env is outside the uv workspace (reasoning-gym needs a C compiler); "
+    "`uv pip install -e envs/reasoning_gym_env` installs it",
+)
+
 pytestmark = pytest.mark.compat
 
 SCRIPT = Path(__file__).resolve().parent / "published_reasoning_gym_script.py"

@@ -13,12 +13,12 @@ import pytest
 
 from openenv.core.env_server.runner import server_parser
 from openenv.core.manifest import find_package_manifest, load_project, package_manifest
-from tests.support.server import REPO
+from tests.support.envs import env_dirs, env_params
 
-ENVS = sorted(path for path in (REPO / "envs").iterdir() if (path / "openenv.yaml").is_file())
+ENVS = env_params(env_dirs())
 
 
-@pytest.mark.parametrize("env_dir", ENVS, ids=lambda path: path.name)
+@pytest.mark.parametrize("env_dir", ENVS)
 async def test_metadata_endpoint_serves_the_manifest(env_dir: Path) -> None:
     project = load_project(env_dir)
     module, _, attribute = project.manifest.app.partition(":")
@@ -33,7 +33,7 @@ async def test_metadata_endpoint_serves_the_manifest(env_dir: Path) -> None:
     assert metadata["version"] == project.manifest.version
 
 
-@pytest.mark.parametrize("env_dir", ENVS, ids=lambda path: path.name)
+@pytest.mark.parametrize("env_dir", ENVS)
 def test_the_package_version_and_description_come_from_the_manifest(env_dir: Path) -> None:
     project = load_project(env_dir)
     assert project.manifest.version and project.manifest.description
@@ -43,7 +43,7 @@ def test_the_package_version_and_description_come_from_the_manifest(env_dir: Pat
     assert "description" not in project.pyproject["project"], "openenv.yaml holds it"
 
 
-@pytest.mark.parametrize("env_dir", ENVS, ids=lambda path: path.name)
+@pytest.mark.parametrize("env_dir", ENVS)
 def test_the_server_command_line_defaults_to_loopback_and_the_manifest_port(
     env_dir: Path,
 ) -> None:

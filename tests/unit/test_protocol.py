@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -34,6 +33,7 @@ from openenv.core.protocol import (
     session_id_from_scope,
     ws_session_url,
 )
+from tests.support.envs import env_dirs, installed
 
 
 def _error(frame: bytes) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def test_ws_url_round_trips_odd_session_ids() -> None:
 def test_protocol_and_typed_clients_import_no_server_framework() -> None:
     """Trainers import clients in many processes: no client may load the server stack."""
     heavy = ["fastapi", "starlette", "uvicorn", "fastmcp", "mcp", "websockets", "httpx"]
-    envs = sorted(p.name for p in (Path(__file__).parents[2] / "envs").glob("*_env"))
+    envs = sorted(p.name for p in env_dirs() if installed(p.name))
     assert "echo_env" in envs
     code = (
         "import sys\n"

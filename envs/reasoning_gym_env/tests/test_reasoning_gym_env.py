@@ -8,6 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
+pytest.importorskip(
+    "reasoning_gym_env",
+    reason="reasoning_gym_env is outside the uv workspace (reasoning-gym needs a C compiler); "
+    "`uv pip install -e envs/reasoning_gym_env` installs it",
+)
+
 from openenv.core.errors import InvalidActionError, InvalidRequestError
 from openenv.testing import check_env, check_server
 from reasoning_gym_env import ReasoningGymAction, ReasoningGymEnv
