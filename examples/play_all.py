@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -269,6 +270,10 @@ POLICIES: dict[str, tuple[str, Callable[[str, random.Random], list[float]]]] = {
 }
 
 
+#: System programs an environment needs (a fresh machine may lack them).
+NEEDS = {"repo": ("git",)}
+
+
 def discover() -> list[str]:
     names = [p.name.removesuffix("_env") for p in sorted(ENVS_DIR.glob("*_env")) if p.is_dir()]
     extra = [n for n in ("openspiel", "atari") if n not in names]
@@ -307,6 +312,10 @@ def main() -> int:
         package, _ = POLICIES[name]
         if importlib.util.find_spec(package) is None:
             print(f"SKIP {name}: package {package} is not importable", flush=True)
+            continue
+        absent = [tool for tool in NEEDS.get(name, ()) if shutil.which(tool) is None]
+        if absent:
+            print(f"SKIP {name}: needs {', '.join(absent)}, not installed here", flush=True)
             continue
         servers[name] = start(package)
     failed = []

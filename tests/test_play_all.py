@@ -28,8 +28,8 @@ EXPECTED = {
     "reasoning_gym",
     "repo",
 }
-# Outside the uv workspace (see tests/support/envs.py): played when installed.
-EXPECTED -= {name for name in ("reasoning_gym",) if not installed(f"{name}_env")}
+# Played when they can run here (see tests/support/envs.py).
+EXPECTED -= {name for name in ("reasoning_gym", "repo") if not installed(f"{name}_env")}
 
 
 def test_play_all_plays_every_environment() -> None:

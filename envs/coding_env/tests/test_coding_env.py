@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -10,8 +9,13 @@ import pytest
 from coding_env import CodeAction, CodingEnv
 from coding_env.server.coding_environment import CodingEnvironment
 from openenv.core.errors import InvalidRequestError
-from openenv.providers import cgroups
-from openenv.sandbox import ExecResult, ExecStatus, Sandbox, SandboxError
+from openenv.sandbox import (
+    ExecResult,
+    ExecStatus,
+    Sandbox,
+    SandboxError,
+    process_count_bounded,
+)
 from openenv.testing import check_env, check_server, running_server
 
 FIZZBUZZ = """
@@ -218,7 +222,7 @@ async def test_limits_are_typed_and_the_repl_recovers(server: str) -> None:
         obs = loud.observation
         assert obs.status == ExecStatus.OUTPUT_LIMIT and obs.truncated
         assert len(obs.stdout) == 1_000_000 and not obs.restarted
-        if cgroups.mode() is None and os.geteuid() == 0:
+        if not process_count_bounded():
             # Root with no cgroup: nothing bounds a process count (docs/sandbox.md); a fork
             # bomb would reach the host (a fresh container running this suite as root).
             return

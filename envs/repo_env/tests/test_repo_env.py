@@ -5,6 +5,7 @@ infrastructure failure that is raised, never scored."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,8 @@ from openenv.testing import check_env, running_server
 from repo_env import RepoEnv, RepoObservation
 from repo_env.server.repo_environment import RepoEnvironment
 from repo_env.tasks import load_catalog
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="repo_env needs git")
 
 BUG = "if s != 'N' and special_case:"  # roman-2: fromRoman's special case, inverted
 FIX = "if s == 'N' and special_case:"

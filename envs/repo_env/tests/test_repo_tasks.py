@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +15,8 @@ from repo_env.make_tasks import PROJECTS, find_mutations, make_project_tasks
 from repo_env.server.repo_environment import RepoEnvironment
 from repo_env.tasks import TASKS_FILE, PatchError, apply_patch, load_catalog, project_files
 from repo_env.testrun import run_pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="repo_env needs git")
 
 CATALOG = load_catalog()
 TASK_IDS = sorted(CATALOG.tasks)

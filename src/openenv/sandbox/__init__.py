@@ -16,6 +16,7 @@ from .sandbox import (
     WorkspacePathError,
     choose_backend,
     describe_backend,
+    process_count_bounded,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "WorkspacePathError",
     "choose_backend",
     "describe_backend",
+    "process_count_bounded",
 ]

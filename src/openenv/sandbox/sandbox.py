@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import math
 import os
@@ -78,6 +79,20 @@ def choose_backend(requested: Optional[str] = None) -> str:
     if wanted != "auto":
         raise ValueError(f"unknown sandbox backend {wanted!r}; use auto, bubblewrap or process")
     return "bubblewrap" if _bubblewrap_problem() is None else "process"
+
+
+@functools.cache
+def process_count_bounded() -> bool:
+    """Whether a command's process count has a ceiling here: a cgroup with the pids controller,
+    or RLIMIT_NPROC (which does not bind root). Without one, a fork bomb reaches the host."""
+    if os.geteuid() != 0:
+        return True
+    groups = cgroups.create(f"sandbox-probe-{secrets.token_hex(4)}", ResourceLimits(pids=8))
+    try:
+        return "pids" in _controllers(groups)
+    finally:
+        for group in groups or []:
+            cgroups.kill_and_remove(group)
 
 
 def describe_backend(backend: str) -> str:
