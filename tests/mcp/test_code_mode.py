@@ -225,10 +225,13 @@ def test_the_code_cannot_open_many_tool_connections(echo_server):
         held = []
         for _ in range(8):
             raw = socket.socket(socket.AF_UNIX)
-            raw.connect(path)
-            raw.sendall(b'{"op": "ping"}\\n')
             held.append(raw)
-            answered += bool(raw.makefile().readline())
+            try:  # a refused connection may be closed before this end writes to it
+                raw.connect(path)
+                raw.sendall(b'{"op": "ping"}\\n')
+                answered += bool(raw.makefile().readline())
+            except OSError:
+                pass
         # Tools called from several threads at once still get their own answers.
         values = {}
         def worker(i):

@@ -70,6 +70,13 @@ def test_rlimits_contain_an_unprivileged_servers_commands() -> None:
     pythonpath = os.pathsep.join([source, sysconfig.get_paths()["purelib"]])
     token = f"1000.{int.from_bytes(os.urandom(4), 'big')}"
     limits = SandboxLimits(wall_time_s=60, memory_mb=128, max_processes=24, cpu_time_s=1)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": pythonpath, "TMPDIR": "/tmp"}
+    drop = ["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups"]
+    probe = subprocess.run(
+        [*drop, python, "-c", "import openenv.sandbox"], capture_output=True, env=env, cwd="/"
+    )
+    if probe.returncode != 0:
+        pytest.skip("this checkout or its interpreter is not readable by an unprivileged user")
     run = subprocess.run(
         [
             "setpriv",
