@@ -3,7 +3,8 @@ stdin and prints JSON-line events, ending each turn with `turn_complete`.
 
 It remembers every message of the episode (its reply lists them all), calls the injected tools
 over the real MCP bridge (`call:<tool> <json arguments>`), and can misbehave on request:
-`crash` exits mid-turn, `hang` never answers, `done` ends the episode. `BRIDGE_URL` and
+`crash` exits mid-turn, `hang` never answers, `pause:<file>` says so and then waits for that
+file to exist (to show events arrive while a turn runs), `done` ends the episode. `BRIDGE_URL` and
 `TOOLS` (a JSON list of names) come from the environment.
 """
 
@@ -40,6 +41,10 @@ def main() -> None:
             sys.exit(3)
         if message == "hang":
             time.sleep(3600)
+        if message.startswith("pause:"):
+            emit("text_output", text="paused")
+            while not os.path.exists(message[len("pause:") :]):
+                time.sleep(0.01)
         if message.startswith("call:"):
             name, _, raw = message[len("call:") :].partition(" ")
             arguments = json.loads(raw or "{}")
