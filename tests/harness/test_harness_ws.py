@@ -99,8 +99,11 @@ def test_the_api_key_guards_the_harness_route():
         url = server.url.replace("http://", "ws://") + "/harness"
         with pytest.raises(InvalidStatus), connect(url):
             pass
-        with pytest.raises(InvalidStatus), connect(
-            url, additional_headers={"Authorization": f"Bearer {KEY}", "Origin": "https://evil"}
+        with (
+            pytest.raises(InvalidStatus),
+            connect(
+                url, additional_headers={"Authorization": f"Bearer {KEY}", "Origin": "https://evil"}
+            ),
         ):
             pass
         with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"}) as ws:

@@ -116,9 +116,7 @@ class HarnessSocket:
 
             token = turn_event_sink.set(forward)
             try:
-                observation = await self.manager.step(
-                    session, action_cls(message=request.content)
-                )
+                observation = await self.manager.step(session, action_cls(message=request.content))
             except ServerError as exc:
                 await self._fail(websocket, exc.message, exc.to_data())
                 return

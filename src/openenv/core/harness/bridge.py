@@ -87,7 +87,6 @@ class HarnessMCPBridge:
                 access_log=False,
             )
             server = uvicorn.Server(config)
-            server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
             thread = threading.Thread(target=server.run, name="harness-mcp-bridge", daemon=True)
             thread.start()
             deadline = time.monotonic() + timeout_s
