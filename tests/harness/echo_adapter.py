@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Optional
@@ -77,3 +78,19 @@ class EchoAdapter(AgenticHarnessAdapter):
             yield event
             if event.type == HarnessEventType.TURN_COMPLETE:
                 return
+
+
+def process_gone(pid: int, within_s: float = 30.0) -> bool:
+    """Whether `pid` has ended (a zombie counts), waiting a little: a SIGKILLed process takes a
+    moment to die on a loaded machine."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
@@ -11,16 +9,8 @@ from openenv.core.harness import HarnessNotRunningError
 from openenv.core.harness.environment import HarnessAction, HarnessEnvironment
 from openenv.core.rubrics import Rubric
 from openenv.core.rubrics.trajectory import TrajectoryRubric
-from tests.harness.echo_adapter import EchoAdapter
+from tests.harness.echo_adapter import EchoAdapter, process_gone
 from tests.harness.harness_app import tools
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture
@@ -66,7 +56,7 @@ def test_reset_starts_a_fresh_harness(env):
     env.step(HarnessAction(message="remember me"))
     old_pid = env.adapter.process.pid
     env.reset()
-    assert not _pid_alive(old_pid)
+    assert process_gone(old_pid)
     assert env.state.step_count == 0 and env.trajectory == []
     assert env.step(HarnessAction(message="new")).metadata["response"] == "new"
 
@@ -93,7 +83,7 @@ def test_a_crash_is_an_infrastructure_failure_not_a_reward_of_zero(env):
     assert failed.metadata["category"] == "infrastructure"
     assert failed.metadata["turn_events"][-1]["type"] == "error"
     assert failed.metadata["turn_events"][-1]["data"]["recoverable"] is False
-    assert not _pid_alive(pid) and env.bridge_url is None
+    assert process_gone(pid) and env.bridge_url is None
     with pytest.raises(HarnessNotRunningError):
         env.step(HarnessAction(message="after the crash"))
 
@@ -106,7 +96,7 @@ def test_a_turn_that_runs_out_of_time_ends_the_episode_unscored(tmp_path):
         failed = env.step(HarnessAction(message="hang"))
         assert failed.metadata["error_type"] == "turn_timeout"
         assert (failed.done, failed.reward) == (True, None)
-        assert not _pid_alive(pid)
+        assert process_gone(pid)
     finally:
         env.close()
 
@@ -159,7 +149,7 @@ def test_close_leaves_no_process_behind(tmp_path):
     pid = env.adapter.process.pid
     url = env.bridge_url
     env.close()
-    assert not _pid_alive(pid) and env.bridge_url is None and url
+    assert process_gone(pid) and env.bridge_url is None and url
     assert env.adapter.pids == [pid]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from openenv.core.harness import HarnessNotRunningError, HarnessStartupError
 from openenv.core.harness.process import HarnessProcess
 from openenv.sandbox import Sandbox, SandboxLimits
+from tests.harness.echo_adapter import process_gone
 
 # Echoes lines; a child of its own that ignores SIGTERM shows the whole group is killed.
 ECHO = """
@@ -22,18 +22,6 @@ print("oops", file=sys.stderr, flush=True)
 for line in sys.stdin:
     print("echo:" + line.strip(), flush=True)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie has exited
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_lines_in_and_out_and_everything_stopped(tmp_path):
@@ -59,7 +47,7 @@ def test_lines_in_and_out_and_everything_stopped(tmp_path):
         return process.pid, child
 
     pid, child = asyncio.run(run())
-    assert not _alive(pid) and not _alive(child)
+    assert process_gone(pid) and process_gone(child)
 
 
 def test_a_process_that_exits_before_it_is_ready_fails_to_start(tmp_path):
