@@ -42,7 +42,7 @@ def main() -> None:
         if message == "hang":
             time.sleep(3600)
         if message.startswith("pause:"):
-            emit("text_output", text="paused")
+            emit("text_output", text="paused", pid=os.getpid())
             while not os.path.exists(message[len("pause:") :]):
                 time.sleep(0.01)
         if message.startswith("call:"):

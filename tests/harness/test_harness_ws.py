@@ -8,6 +8,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from tests.harness.echo_adapter import process_gone
 from tests.support.server import serve
 
 APP = "tests.harness.harness_app:app"
@@ -55,9 +56,20 @@ def test_events_arrive_while_the_turn_is_still_running(production, tmp_path):
         ws.send(json.dumps({"type": "message", "content": f"pause:{release}"}))
         first = json.loads(ws.recv(timeout=60))
         # The harness is still waiting for `release`: this frame was not held back.
-        assert first == {**first, "type": "text_output", "data": {"text": "paused"}}
+        assert (first["type"], first["data"]["text"]) == ("text_output", "paused")
+        # A message sent while the turn runs is answered after it, in order.
+        ws.send(json.dumps({"type": "message", "content": "next"}))
         release.touch()
         assert frames_until_turn_ends(ws)[-1]["type"] == "turn_complete"
+        assert frames_until_turn_ends(ws)[-1]["data"]["response"].endswith(" | next")
+
+
+def test_a_client_that_leaves_mid_turn_takes_its_harness_with_it(production, tmp_path):
+    with connect(production) as ws:
+        json.loads(ws.recv(timeout=60))
+        ws.send(json.dumps({"type": "message", "content": f"pause:{tmp_path / 'never'}"}))
+        pid = json.loads(ws.recv(timeout=60))["data"]["pid"]
+    assert process_gone(pid)
 
 
 def test_a_bad_frame_gets_a_protocol_error_and_the_connection_stays_usable(production):

@@ -2,14 +2,19 @@
 
 On connect the server opens a session (within the server's session limit), resets it and sends
 `{"type":"session_started","data":{...}}`. Each `{"type":"message","content":...}` runs one turn
-and its `HarnessEvent` frames are sent as they happen, `turn_complete` last. A frame that is not
-such a message gets a `protocol_error` reply and the connection stays usable. A failed turn
-(harness crashed, turn timed out) sends a terminal `error` event and ends the session. The
-access checks (API key, Origin) are the server's middleware, as for `/ws`.
+and its `HarnessEvent` frames are sent as they happen, `turn_complete` last; messages sent
+meanwhile are answered after it, in order, and a client that leaves mid-turn ends the session
+(and its harness) at once. A frame that is not such a message gets a `protocol_error` reply and
+the connection stays usable. A failed turn (harness crashed, turn timed out) sends a terminal
+`error` event and ends the session. The access checks (API key, Origin) are the server's
+middleware and the flood budget is `/ws`'s.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +24,7 @@ from starlette.websockets import WebSocket
 from ..errors import ServerError, exception_message
 from ..protocol import dumps
 from .connections import close_websocket
+from .flood import FrameBudget
 
 if TYPE_CHECKING:
     from .http_server import HTTPEnvServer
@@ -35,6 +41,59 @@ def builds_harness_environment(env_class: Any) -> bool:
     from ..harness.environment import HarnessEnvironment
 
     return isinstance(env_class, type) and issubclass(env_class, HarnessEnvironment)
+
+
+#: Frames a client may send while a turn runs, kept for after it.
+_MAX_QUEUED = 64
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}"
+        for e in exc.errors(include_url=False)
+    )
+
+
+class _Frames:
+    """A connection's incoming frames: one receive in flight at most, and the frames that
+    arrived while a turn ran (answered in order after it)."""
+
+    def __init__(self, websocket: WebSocket) -> None:
+        self.websocket = websocket
+        self.queued: collections.deque[dict[str, Any]] = collections.deque()
+        self.receiving: asyncio.Future[Any] | None = None
+
+    def receiving_task(self) -> asyncio.Future[Any]:
+        if self.receiving is None:
+            self.receiving = asyncio.ensure_future(self.websocket.receive())
+        return self.receiving
+
+    def take(self, task: asyncio.Future[Any]) -> Any:
+        self.receiving = None
+        return task.result()
+
+    def keep(self, message: dict[str, Any]) -> bool:
+        if len(self.queued) >= _MAX_QUEUED:
+            return False
+        self.queued.append(message)
+        return True
+
+    async def next(self) -> Any:
+        if self.queued:
+            return self.queued.popleft()
+        task = self.receiving_task()
+        try:
+            await asyncio.wait({task})
+        finally:
+            if not task.done():
+                task.cancel()
+                self.receiving = None
+        return self.take(task)
+
+    def cancel(self) -> None:
+        if self.receiving is not None:
+            self.receiving.cancel()
+            self.receiving = None
 
 
 class HarnessSocket:
@@ -74,59 +133,100 @@ class HarnessSocket:
             await self.manager.destroy(session, "harness connection closed")
 
     async def _serve(self, websocket: WebSocket, session: Session, action_cls: Any) -> None:
-        from ..harness.environment import turn_event_sink
-        from ..harness.events import HarnessClientMessage, HarnessEvent
+        from ..harness.events import HarnessClientMessage
 
         limit = self.manager.config.max_message_bytes
-        while True:
-            message = await websocket.receive()
-            if message["type"] == "websocket.disconnect":
-                return
-            raw = message.get("text")
-            if raw is None:
-                raw = message.get("bytes") or b""
-            if len(raw) > limit:
-                await self._protocol_error(
-                    websocket, f"message exceeds the limit of {limit} bytes", "MESSAGE_TOO_LARGE"
-                )
-                continue
-            try:
-                request = HarnessClientMessage.model_validate_json(raw)
-            except ValidationError as exc:
-                errors = "; ".join(
-                    f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}"
-                    for e in exc.errors(include_url=False)
-                )
-                await self._protocol_error(
-                    websocket,
-                    'expected {"type": "message", "content": "..."}: ' + errors,
-                    "INVALID_MESSAGE",
-                )
-                continue
-
-            connected = True
-
-            async def forward(event: HarnessEvent) -> None:
-                nonlocal connected
-                if connected:
+        budget = FrameBudget(self.manager.config)
+        frames = _Frames(websocket)
+        try:
+            while True:
+                message = await frames.next()
+                if message["type"] == "websocket.disconnect":
+                    return
+                raw = message.get("text")
+                if raw is None:
+                    raw = message.get("bytes") or b""
+                size = len(raw.encode() if isinstance(raw, str) else raw)
+                refused = True
+                if size > limit:
+                    await self._protocol_error(
+                        websocket,
+                        f"message of {size} bytes exceeds the limit of {limit} bytes",
+                        "MESSAGE_TOO_LARGE",
+                    )
+                else:
                     try:
-                        await websocket.send_text(dumps(event.model_dump(mode="json")).decode())
-                    except Exception:
-                        connected = False  # the turn still finishes; the session then ends
+                        request = HarnessClientMessage.model_validate_json(raw)
+                    except ValidationError as exc:
+                        await self._protocol_error(
+                            websocket,
+                            'expected {"type": "message", "content": "..."}: ' + _describe(exc),
+                            "INVALID_MESSAGE",
+                        )
+                    else:
+                        refused = False
+                        if not await self._turn(
+                            websocket, session, frames, action_cls(message=request.content)
+                        ):
+                            return
+                if not await budget.after_frame(websocket, size, refused):
+                    return
+        finally:
+            frames.cancel()
 
-            token = turn_event_sink.set(forward)
-            try:
-                observation = await self.manager.step(session, action_cls(message=request.content))
-            except ServerError as exc:
-                await self._fail(websocket, exc.message, exc.to_data())
-                return
-            finally:
-                turn_event_sink.reset(token)
-            if not connected:
-                return
-            if "error_type" in observation.metadata:
-                await close_websocket(websocket)  # its error event was the turn's last frame
-                return
+    async def _turn(
+        self, websocket: WebSocket, session: Session, frames: _Frames, action: Any
+    ) -> bool:
+        """Run one turn, its events sent as they happen; False: the connection is done."""
+        from ..harness.environment import turn_event_sink
+        from ..harness.events import HarnessEvent
+
+        connected = True
+
+        async def forward(event: HarnessEvent) -> None:
+            nonlocal connected
+            if connected:
+                try:
+                    await websocket.send_text(dumps(event.model_dump(mode="json")).decode())
+                except Exception:
+                    connected = False  # the turn still ends normally; then so does the session
+
+        token = turn_event_sink.set(forward)
+        try:  # the task takes the sink with it (a copy of this context)
+            step = asyncio.ensure_future(self.manager.step(session, action))
+        finally:
+            turn_event_sink.reset(token)
+        try:
+            # Meanwhile notice a client that leaves (its harness need not run on for nobody),
+            # and keep what it sends for after the turn.
+            while not step.done():
+                receiving = frames.receiving_task()
+                await asyncio.wait({step, receiving}, return_when=asyncio.FIRST_COMPLETED)
+                if receiving.done():
+                    message = frames.take(receiving)
+                    if message["type"] == "websocket.disconnect":
+                        return False
+                    if not frames.keep(message):
+                        await self._protocol_error(
+                            websocket,
+                            f"more than {_MAX_QUEUED} messages sent while a turn runs",
+                            "TOO_MANY_MESSAGES",
+                        )
+            observation = step.result()
+        except ServerError as exc:
+            await self._fail(websocket, exc.message, exc.to_data())
+            return False
+        finally:
+            if not step.done():
+                step.cancel()
+                with contextlib.suppress(BaseException):
+                    await step
+        if not connected:
+            return False
+        if "error_type" in observation.metadata:
+            await close_websocket(websocket)  # its error event was the turn's last frame
+            return False
+        return True
 
     async def _protocol_error(self, websocket: WebSocket, message: str, code: str) -> None:
         from ..harness.events import HarnessProtocolError

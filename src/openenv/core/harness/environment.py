@@ -106,7 +106,7 @@ class HarnessEnvironment(MCPEnvironment):
         await self._stop_harness()
         self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
         self._trajectory = []
-        self._reset_rubric_quietly()
+        await self._reset_rubric_async()  # the server does it too; in process, this does
         # Mode-specific tools are not on the FastMCP server, so they are never bridged.
         tools = [tool for tool in await self.list_tools() if tool.name not in self._mode_tools]
         resolved = resolve_tool_conflicts(tools, self.adapter.BUILTIN_TOOL_NAMES)
@@ -135,11 +135,6 @@ class HarnessEnvironment(MCPEnvironment):
                 "injected_tools": [tool.name for tool in resolved],
             },
         )
-
-    def _reset_rubric_quietly(self) -> None:
-        # The server resets the rubric itself; in process this does it.
-        if self.rubric is not None:
-            self.rubric.reset()
 
     async def _stop_harness(self) -> None:
         self._running = False
