@@ -59,6 +59,18 @@ def test_a_process_that_exits_before_it_is_ready_fails_to_start(tmp_path):
         asyncio.run(process.start(ready_check=lambda line: line == "ready"))
 
 
+def test_a_process_that_never_gets_ready_fails_to_start_and_is_stopped(tmp_path):
+    process = HarnessProcess(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        cwd=str(tmp_path),
+        startup_timeout_s=0.2,
+        terminate_grace_s=0.2,
+    )
+    with pytest.raises(HarnessStartupError, match=r"did not get ready within 0\.2s"):
+        asyncio.run(process.start(ready_check=lambda line: line == "ready"))
+    assert process.pid is not None and process_gone(process.pid)
+
+
 def test_a_missing_command_fails_to_start(tmp_path):
     process = HarnessProcess([str(tmp_path / "nothing-here")], cwd=str(tmp_path))
     with pytest.raises(HarnessStartupError):

@@ -50,6 +50,12 @@ class _Lines:
                 loop.call_soon_threadsafe(_settle, future)
         self._waiters.clear()
 
+    @property
+    def at_end(self) -> bool:
+        """The pipe closed (the process exited, or closed its stdout) and every line was read."""
+        with self._lock:
+            return self._eof and not self._lines
+
     async def get(self, timeout_s: Optional[float]) -> Optional[str]:
         loop = asyncio.get_running_loop()
         deadline = None if timeout_s is None else loop.time() + timeout_s
@@ -175,12 +181,13 @@ class HarnessProcess:
             if line is not None and ready_check(line):
                 return
             if line is None:
-                running = self.is_running()
+                # Not `is_running()`: a process that just closed its output may not be gone yet.
+                ended = self._stdout is not None and self._stdout.at_end
                 await self.stop()
                 why = (
-                    f"did not get ready within {self.startup_timeout_s:g}s"
-                    if running
-                    else "exited before it was ready"
+                    "exited before it was ready"
+                    if ended
+                    else f"did not get ready within {self.startup_timeout_s:g}s"
                 )
                 stderr = self.drain_stderr().strip()
                 raise HarnessStartupError(
