@@ -32,3 +32,13 @@ def make_env() -> HarnessEnvironment:
 
 
 app = create_app(make_env, HarnessAction, Observation, env_name="echo_harness")
+
+
+def _counter():  # no return annotation: the server cannot know the class without calling it
+    from tests.apps.counter import CounterEnv
+
+    return CounterEnv()
+
+
+#: A production server of an environment without a harness, built by an opaque factory.
+opaque_app = create_app(_counter, HarnessAction, Observation, env_name="counter_env")

@@ -105,6 +105,24 @@ def test_no_harness_route_in_simulation_mode():
             pass
 
 
+def test_no_harness_route_for_an_environment_known_to_have_no_harness():
+    with serve(
+        "tests.apps.counter:app", env={"OPENENV_MODE": "production"}, in_process=True
+    ) as srv:
+        with pytest.raises(InvalidStatus), connect(srv.url.replace("http", "ws") + "/harness"):
+            pass
+
+
+def test_an_opaque_factory_without_a_harness_is_refused_on_connect():
+    app = "tests.harness.harness_app:opaque_app"
+    with serve(app, env={"OPENENV_MODE": "production"}, in_process=True) as srv:
+        with connect(srv.url.replace("http", "ws") + "/harness") as ws:
+            frame = json.loads(ws.recv(timeout=60))
+            assert frame["type"] == "error" and "no agent harness" in frame["data"]["message"]
+            with pytest.raises(ConnectionClosed):
+                ws.recv(timeout=60)
+
+
 def test_the_api_key_guards_the_harness_route():
     env = {"OPENENV_MODE": "production", "OPENENV_API_KEY": KEY}
     with serve(APP, env=env, in_process=True) as server:

@@ -36,11 +36,12 @@ logger = logging.getLogger("openenv.server")
 def builds_harness_environment(env_class: Any) -> bool:
     """Whether the factory's class is a `HarnessEnvironment` (unknown counts: checked on
     connect)."""
-    if env_class is None:
-        return True
     from ..harness.environment import HarnessEnvironment
+    from .interfaces import Environment
 
-    return isinstance(env_class, type) and issubclass(env_class, HarnessEnvironment)
+    if not (isinstance(env_class, type) and issubclass(env_class, Environment)):
+        return True  # not known (e.g. a function without a return annotation)
+    return issubclass(env_class, HarnessEnvironment)
 
 
 #: Frames a client may send while a turn runs, kept for after it.
