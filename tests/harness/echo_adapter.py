@@ -26,11 +26,16 @@ class EchoAdapter(AgenticHarnessAdapter):
 
     BUILTIN_TOOL_NAMES = frozenset({"echo"})
 
-    def __init__(self, working_directory: str, session_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        working_directory: str,
+        session_timeout_s: float = 60.0,
+        command: Optional[list[str]] = None,
+    ) -> None:
         super().__init__(
             HarnessConfig(
                 name="echo-agent",
-                command=[sys.executable, str(AGENT)],
+                command=command or [sys.executable, str(AGENT)],
                 working_directory=working_directory,
                 session_timeout_s=session_timeout_s,
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
 
 from fastmcp import FastMCP
@@ -42,3 +43,12 @@ def _counter():  # no return annotation: the server cannot know the class withou
 
 #: A production server of an environment without a harness, built by an opaque factory.
 opaque_app = create_app(_counter, HarnessAction, Observation, env_name="counter_env")
+
+
+def _broken_harness() -> HarnessEnvironment:
+    broken = [sys.executable, "-c", "raise SystemExit('no model configured')"]
+    return HarnessEnvironment(EchoAdapter(tempfile.gettempdir(), command=broken), tools())
+
+
+#: A harness that never starts (simulation mode: reset over /ws).
+broken_app = create_app(_broken_harness, HarnessAction, Observation, env_name="broken_harness")

@@ -138,3 +138,18 @@ def test_the_api_key_guards_the_harness_route():
             pass
         with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"}) as ws:
             assert json.loads(ws.recv(timeout=60))["type"] == "session_started"
+
+
+def test_a_harness_that_does_not_start_is_an_infrastructure_error_over_ws():
+    app = "tests.harness.harness_app:broken_app"
+    with serve(app, in_process=True) as srv:
+        with connect(srv.ws_url) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {}}))
+            frame = json.loads(ws.recv(timeout=60))
+            assert frame["type"] == "error"
+            assert frame["data"]["category"] == "infrastructure"
+            assert "no model configured" in frame["data"]["message"]
+    with serve(app, env={"OPENENV_MODE": "production"}, in_process=True) as srv:
+        with connect(srv.url.replace("http", "ws") + "/harness") as ws:
+            frame = json.loads(ws.recv(timeout=60))
+            assert frame["type"] == "error" and "did not start" in frame["data"]["message"]

@@ -30,6 +30,7 @@ from ..errors import (
     CapacityReachedError,
     EnvironmentExecutionError,
     FactoryError,
+    OpenEnvError,
     ReplyEvictedError,
     ServerError,
     SessionExpiredError,
@@ -62,6 +63,20 @@ CLOSE_RESTART = 1012
 RESTART_REASON = "server shutting down; start a new session (on another server)"
 #: Ids of sessions ended by a hung call, remembered so that a later call learns why.
 _ENDED_REMEMBERED = 1024
+
+
+def _declares_infrastructure(exc: Exception) -> bool:
+    """Whether the error's class says it is an infrastructure failure (`HarnessError`,
+    ...), rather than only inheriting `OpenEnvError`'s default."""
+    return (
+        isinstance(exc, OpenEnvError)
+        and any(
+            "category" in vars(klass) and klass is not OpenEnvError
+            for klass in type(exc).__mro__
+            if issubclass(klass, OpenEnvError)
+        )
+        and exc.category == "infrastructure"
+    )
 
 
 def factory_class(factory: Callable[..., Any]) -> type | None:
@@ -908,8 +923,12 @@ class SessionManager:
         if isinstance(exc, ServerError):
             return exc  # the environment chose its error (e.g. InvalidActionError)
         logger.warning("Environment %s() raised %s", method, exception_message(exc))
+        extra: dict[str, Any] = {}
+        if _declares_infrastructure(exc):
+            # e.g. a harness that would not start: the client may retry, never score it
+            extra["category"] = "infrastructure"
         return EnvironmentExecutionError(
-            str(exc) or type(exc).__name__, method=method, exception=type(exc).__name__
+            str(exc) or type(exc).__name__, method=method, exception=type(exc).__name__, **extra
         )
 
     # -- stateless calls (OpenEnv's HTTP behaviour) ------------------------------------
