@@ -85,6 +85,8 @@ class HarnessMCPBridge:
                 log_level="warning",
                 lifespan="on",
                 access_log=False,
+                # An MCP client that keeps a stream open must not hold up `stop()`.
+                timeout_graceful_shutdown=2,
             )
             server = uvicorn.Server(config)
             thread = threading.Thread(target=server.run, name="harness-mcp-bridge", daemon=True)

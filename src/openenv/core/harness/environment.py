@@ -231,11 +231,11 @@ class HarnessEnvironment(MCPEnvironment):
         )
         events.append(error)
         self._trajectory.append(error)
-        with contextlib.suppress(Exception):
-            await self._stop_harness()
-        if sink is not None:
+        if sink is not None:  # the client learns first; stopping may take the grace period
             with contextlib.suppress(Exception):
                 await sink(error)
+        with contextlib.suppress(Exception):
+            await self._stop_harness()
         # The server must not score it either (a rubric would turn it into a number).
         self._rubric_scored = self.rubric is not None
         return Observation(
