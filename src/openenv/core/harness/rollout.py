@@ -33,7 +33,7 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse, Tool
-from openenv.core.errors import InvalidActionError
+from openenv.core.errors import InvalidRequestError, OpenEnvError
 from openenv.core.llm_client import LLMResponse
 
 from .training import TrainingTrace
@@ -41,9 +41,14 @@ from .training import TrainingTrace
 Message = dict[str, Any]
 RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})
 
-#: Exceptions from `ResourceSession.call_tool` that mean the model asked for something wrong,
-#: not that the environment broke: the model sees the error and may try again.
-MODEL_ERRORS: tuple[type[BaseException], ...] = (KeyError, ValueError, InvalidActionError)
+
+def is_model_error(exc: BaseException) -> bool:
+    """True when a tool call failed because of what the model asked (unknown tool, invalid
+    arguments, an action the environment refused or a tool that raised on it): the model sees
+    the error and may try again. Anything else is the infrastructure's fault."""
+    if isinstance(exc, OpenEnvError):
+        return exc.category in ("client", "environment")
+    return isinstance(exc, (KeyError, ValueError))
 
 
 @dataclass
@@ -431,7 +436,7 @@ class SessionMCPBridge:
             result = self.session.call_tool(name, dict(arguments))
         except KeyError as exc:
             return error(JsonRpcErrorCode.METHOD_NOT_FOUND, str(exc.args[0] if exc.args else exc))
-        except (ValueError, InvalidActionError) as exc:
+        except (ValueError, InvalidRequestError) as exc:
             return error(JsonRpcErrorCode.INVALID_PARAMS, str(exc))
         except Exception as exc:
             return error(JsonRpcErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
@@ -546,7 +551,9 @@ class MCPHarnessAdapter(HarnessAdapter):
     def _call(session: ResourceSession, name: str, arguments: dict[str, Any]) -> ToolResult:
         try:
             return session.call_tool(name, arguments)
-        except MODEL_ERRORS as exc:
+        except Exception as exc:
+            if not is_model_error(exc):
+                raise
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             return ToolResult(error=str(message), metadata={"error_type": type(exc).__name__})
 
