@@ -105,7 +105,7 @@ def _step_tool_result(
     """The step's observation for the model, without `metadata` (graders keep answers
     there); the metadata stays in the result for the record."""
     observation = _plain(result.observation)
-    hidden = {}
+    hidden: dict[str, Any] = {}
     if isinstance(observation, dict):
         hidden = observation.get("metadata") or {}
         observation = {k: v for k, v in observation.items() if k not in _IGNORED_FIELDS}
