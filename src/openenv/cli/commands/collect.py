@@ -269,7 +269,7 @@ def register(app: typer.Typer) -> None:
         summary = result.reward_summary()
         table = Table(
             "episodes",
-            "collected",
+            "kept",
             "rewards",
             "mean",
             "min",

@@ -447,7 +447,14 @@ def write_dataset(output_dir: Path | str) -> Path:
     columns = {name: [row[name] for row in rows] for name in features}
     dataset = datasets.Dataset.from_dict(columns, features=features)
     target = output_dir / DATASET_DIRNAME
-    dataset.save_to_disk(str(target))
+    quiet = datasets.utils.logging.is_progress_bar_enabled()  # a bar per save is noise here
+    if quiet:
+        datasets.disable_progress_bars()
+    try:
+        dataset.save_to_disk(str(target))
+    finally:
+        if quiet:
+            datasets.enable_progress_bars()
     return target
 
 
