@@ -170,3 +170,29 @@ def test_collect_works_on_every_environment(env_dir: Path, tmp_path: Path) -> No
             model_step=scripted_model_step, num_episodes=1
         )
     assert (result.num_collected, result.num_failed) == (1, 0), result.failures
+
+
+def test_tasks_go_to_episodes_by_position_and_survive_resume(math_url: str, tmp_path: Path):
+    def tasks():
+        number = 0
+        while True:  # an endless task stream is read only as far as needed
+            yield {"prompt": f"task {number}", "reset_kwargs": {"seed": number}}
+            number += 1
+
+    def make() -> CollectRunner:
+        return CollectRunner(
+            session_factory=EnvSessionFactory(math_url),
+            harness_adapter=MCPHarnessAdapter(),
+            serializer=RolloutSerializer(tmp_path),
+            tasks=tasks(),
+            limits=HarnessRunLimits(max_turns=1),
+        )
+
+    make().run(model_step=scripted_model_step, num_episodes=1)
+    make().run(model_step=scripted_model_step, num_episodes=3)
+    by_id = {r["episode_id"]: r for r in lines(tmp_path)}
+    for number in range(3):
+        record = by_id[f"ep-{number:06d}"]
+        assert record["task"]["prompt"] == f"task {number}"
+        assert record["messages"][0]["content"].startswith(f"task {number}")
+        assert record["artifacts"]["final_state"]["seed"] == number

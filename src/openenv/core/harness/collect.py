@@ -241,14 +241,21 @@ class CollectRunner:
         self._session_factory = session_factory
         self._harness_adapter = harness_adapter
         self._serializer = serializer
-        self._tasks = list(tasks) if tasks is not None else None
+        # Read lazily (a task stream may be endless), and kept so resumed ids keep their task.
+        self._task_source = iter(tasks) if tasks is not None else None
+        self._tasks: list[Any] = []
         self._limits = limits
         self._concurrency = concurrency
 
+    def _read_tasks(self, count: int) -> None:
+        while self._task_source is not None and len(self._tasks) < count:
+            try:
+                self._tasks.append(next(self._task_source))
+            except StopIteration:
+                self._task_source = None
+
     def _task(self, index: int) -> Any:
-        if self._tasks is None or index >= len(self._tasks):
-            return None
-        return self._tasks[index]
+        return self._tasks[index] if index < len(self._tasks) else None
 
     def run_episode(
         self, model_step: ModelStep, episode_id: str, task: Any, seed: int | None = None
@@ -291,6 +298,7 @@ class CollectRunner:
         after each episode (None for a skipped one). With `seed`, episode i resets with
         `seed + i`."""
         planned = [f"{episode_id_prefix}-{i:06d}" for i in range(num_episodes)]
+        self._read_tasks(num_episodes)
         if resume:
             done_ids = self._serializer.collected_episode_ids()
         else:
