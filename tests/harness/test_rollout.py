@@ -387,3 +387,47 @@ def test_loop_owning_protocols_are_structural() -> None:
             return TrainingTrace()
 
     assert isinstance(Agent(), LoopOwningSession) and isinstance(Agent(), TrainableSession)
+
+
+class FlakyFactory(Factory):
+    """Its first session for each task cannot start (a transient infrastructure failure)."""
+
+    def __init__(self, always_broken: set[int] = frozenset()) -> None:
+        super().__init__()
+        self.seen: set[int] = set()
+        self.always_broken = always_broken
+        self.lock = threading.Lock()
+
+    def create(self, task: int, seed: int | None = None, episode_id: str | None = None):
+        with self.lock:
+            first = task not in self.seen
+            self.seen.add(task)
+        if first or task in self.always_broken:
+            raise ConnectionError(f"sandbox for {task} could not start")
+        return CountingSession(task, None)
+
+
+def test_infrastructure_failures_are_retried() -> None:
+    out = build_harness_rollout_func(
+        session_factory=FlakyFactory(),
+        harness_adapter=MCPHarnessAdapter(),
+        model_step_builder=finish_step,
+        max_concurrency=2,
+        infra_retries=1,
+    )([2, 5], None)
+    assert out["env_reward"] == [2.0, 5.0] and out["infra_failed"] == [False, False]
+
+
+def test_on_infra_failure_raise_refuses_the_batch() -> None:
+    from openenv.core.harness.rollout import RolloutInfrastructureError
+
+    rollout_func = build_harness_rollout_func(
+        session_factory=FlakyFactory(always_broken={7}),
+        harness_adapter=MCPHarnessAdapter(),
+        model_step_builder=finish_step,
+        infra_retries=2,
+        on_infra_failure="raise",
+    )
+    with pytest.raises(RolloutInfrastructureError, match="sandbox for 7") as caught:
+        rollout_func([1, 7], None)
+    assert list(caught.value.errors) == [1] and caught.value.category == "infrastructure"

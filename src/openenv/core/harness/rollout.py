@@ -15,9 +15,11 @@ Where this differs from OpenEnv 0.10 (the names, signatures and defaults are the
 - `build_harness_rollout_func(..., max_concurrency=N)` runs the prompts' episodes on N threads,
   results in prompt order.
 - An episode that failed for infrastructure reasons is never scored 0: its reward is `None`
-  (TRL treats a reward function's `None` as "no reward": NaN, ignored by its nan-aware sums) and
-  the result carries `infra_failed` / `rollout_errors` lists so the trainer can drop the group
-  (`openenv.core.rubrics.group_relative_advantages` refuses non-finite rewards on purpose).
+  and the result carries `infra_failed` / `rollout_errors` lists so the trainer can drop the
+  group (`openenv.core.rubrics.group_relative_advantages` refuses non-finite rewards on
+  purpose). TRL accepts `None` from a reward function but sums a sample whose every reward is
+  `None` to 0 (with a warning), so `infra_retries` re-runs failed episodes and
+  `on_infra_failure="raise"` refuses a batch that still has one.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Generic, Protocol, TypedDict, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypedDict, TypeVar, runtime_checkable
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse, Tool
@@ -605,6 +607,18 @@ class _Episode:
     error: str | None = None
 
 
+class RolloutInfrastructureError(OpenEnvError):
+    """Episodes of a batch failed for infrastructure reasons (after the retries): the batch
+    has no valid rewards for them, so it is refused rather than trained on."""
+
+    category = "infrastructure"
+
+    def __init__(self, errors: dict[int, str]) -> None:
+        self.errors = dict(errors)
+        listed = "; ".join(f"prompt {i}: {e}" for i, e in sorted(self.errors.items()))
+        super().__init__(f"{len(self.errors)} episode(s) failed: {listed}")
+
+
 def build_harness_rollout_func(
     *,
     session_factory: Any,
@@ -613,6 +627,8 @@ def build_harness_rollout_func(
     limits: HarnessRunLimits | None = None,
     reward_key: str = "env_reward",
     max_concurrency: int = 1,
+    infra_retries: int = 0,
+    on_infra_failure: Literal["report", "raise"] = "report",
 ) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
     """A TRL `rollout_func(prompts, trainer)`: one white-box episode per prompt.
 
@@ -621,10 +637,17 @@ def build_harness_rollout_func(
     A failed episode's reward is `None`, never 0: an infrastructure failure (the session could
     not be created, the model or environment broke) sets `infra_failed`; an episode that ran but
     produced no environment reward has `infra_failed=False` and an error. `max_concurrency`
-    episodes run at once on threads; results stay in prompt order.
+    episodes run at once on threads; results stay in prompt order. An infrastructure failure is
+    run again up to `infra_retries` times; `on_infra_failure="raise"` then raises
+    `RolloutInfrastructureError` instead of returning the batch (for trainers, like TRL, that
+    would turn a missing reward into 0).
     """
     if max_concurrency < 1:
         raise ValueError("max_concurrency must be >= 1")
+    if infra_retries < 0:
+        raise ValueError("infra_retries must be >= 0")
+    if on_infra_failure not in ("report", "raise"):
+        raise ValueError("on_infra_failure must be 'report' or 'raise'")
 
     def run_one(prompt: Any, trainer: Any) -> _Episode:
         try:
@@ -660,14 +683,27 @@ def build_harness_rollout_func(
             except Exception as exc:  # a leak to report, not a reason to lose the episode
                 episode.metrics.setdefault("close_error", f"{type(exc).__name__}: {exc}")
 
-    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+    def run_all(prompts: list[Any], trainer: Any) -> list[_Episode]:
         if max_concurrency == 1 or len(prompts) <= 1:
-            episodes = [run_one(prompt, trainer) for prompt in prompts]
-        else:
-            with ThreadPoolExecutor(
-                max_workers=min(max_concurrency, len(prompts)), thread_name_prefix="rollout"
-            ) as pool:
-                episodes = list(pool.map(lambda p: run_one(p, trainer), prompts))
+            return [run_one(prompt, trainer) for prompt in prompts]
+        with ThreadPoolExecutor(
+            max_workers=min(max_concurrency, len(prompts)), thread_name_prefix="rollout"
+        ) as pool:
+            return list(pool.map(lambda p: run_one(p, trainer), prompts))
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        episodes = run_all(list(prompts), trainer)
+        for _ in range(infra_retries):
+            failed = [i for i, e in enumerate(episodes) if e.infra_failed]
+            if not failed:
+                break
+            for index, episode in zip(
+                failed, run_all([prompts[i] for i in failed], trainer), strict=True
+            ):
+                episodes[index] = episode
+        failures = {i: e.error or "failed" for i, e in enumerate(episodes) if e.infra_failed}
+        if failures and on_infra_failure == "raise":
+            raise RolloutInfrastructureError(failures)
         return {
             "prompt_ids": [e.prompt_ids for e in episodes],
             "completion_ids": [e.completion_ids for e in episodes],
@@ -695,6 +731,7 @@ __all__ = [
     "ResourceSession",
     "ResourceSessionFactory",
     "RolloutEvent",
+    "RolloutInfrastructureError",
     "SessionMCPBridge",
     "StepEnvSessionAdapter",
     "ToolResult",
