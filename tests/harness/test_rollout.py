@@ -150,6 +150,10 @@ def test_limits_stop_the_episode_and_say_why(
         session.close()
     assert len(rollout.tool_trace) == tool_calls
     assert rollout.metrics["stop_reason"] == stop_reason and rollout.metrics["truncated"]
+    if limits.max_tool_calls_per_turn:  # the call not run is answered all the same
+        answered = [m["tool_call_id"] for m in rollout.messages if m["role"] == "tool"]
+        assert answered == ["c0", "c1"] * 5
+        assert rollout.messages[3]["content"].startswith("error: not run")
     assert not rollout.done
 
 

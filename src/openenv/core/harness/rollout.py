@@ -500,7 +500,9 @@ class MCPHarnessAdapter(HarnessAdapter):
                 stop_reason = "no_tool_calls"
                 break
             tool_calls = response.tool_calls
+            skipped = []
             if limits.max_tool_calls_per_turn is not None:
+                skipped = tool_calls[limits.max_tool_calls_per_turn :]
                 tool_calls = tool_calls[: limits.max_tool_calls_per_turn]
             for call in tool_calls:
                 if (
@@ -539,6 +541,17 @@ class MCPHarnessAdapter(HarnessAdapter):
                     break
             if result.done or stop_reason in ("max_total_tool_calls", "max_wall_time"):
                 break
+            # Every call of a turn needs an answer, or chat APIs refuse the next request.
+            for call in skipped:
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "name": call.name,
+                        "content": f"error: not run, at most {limits.max_tool_calls_per_turn} "
+                        "tool calls per turn",
+                    }
+                )
         result.messages = messages
         if stop_reason in ("max_turns", "max_total_tool_calls", "max_wall_time"):
             result.metrics["truncated"] = True
