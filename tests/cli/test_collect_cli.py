@@ -112,6 +112,20 @@ def test_openai_provider_through_the_model_standin(connect4_url: str, tmp_path: 
     assert records(tmp_path)[0]["tool_trace"][0]["arguments"] == {"column": 2}
 
 
+def test_anthropic_provider_through_the_model_standin(connect4_url: str, tmp_path: Path) -> None:
+    script = [ScriptedReply(tool_calls=[{"name": "act", "arguments": {"column": 4}}])]
+    with ModelStandIn([*script, ScriptedReply(text="done")]) as standin:
+        result = collect(
+            "connect4", "--base-url", connect4_url, "-o", str(tmp_path), "-n", "1",
+            "--provider", "anthropic", "--model", "stand-in", "--llm-endpoint", standin.url,
+            "--keep-losses", "--no-dataset",
+        )  # fmt: skip
+        dialects = {request.dialect for request in standin.requests}
+    assert result.exit_code == 0, result.output
+    assert dialects == {"anthropic"}
+    assert records(tmp_path)[0]["tool_trace"][0]["arguments"] == {"column": 4}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -99,8 +99,9 @@ def build_policy(
             "--model is required with a model provider or --llm-endpoint",
             hint="e.g. --model gpt-4o-mini",
         )
-    if llm_endpoint is not None:
-        key = os.environ.get("OPENAI_API_KEY") or os.environ.get("API_KEY") or "not-needed"
+    if llm_endpoint is not None:  # a self-hosted server may need no key
+        variables = API_KEY_VARIABLES.get(provider, API_KEY_VARIABLES["openai"])
+        key = next((os.environ[v] for v in variables if os.environ.get(v)), "not-needed")
     else:
         key = _api_key(provider)
     cls: type[LLMClient] = AnthropicClient if provider == "anthropic" else OpenAIClient
