@@ -196,3 +196,18 @@ def test_tasks_go_to_episodes_by_position_and_survive_resume(math_url: str, tmp_
         assert record["task"]["prompt"] == f"task {number}"
         assert record["messages"][0]["content"].startswith(f"task {number}")
         assert record["artifacts"]["final_state"]["seed"] == number
+
+
+def test_a_task_id_reaches_the_environment_and_its_prompt_the_model(tmp_path: Path) -> None:
+    with serve("coding_env.server.app:app") as server:
+        result = CollectRunner(
+            session_factory=EnvSessionFactory(server.url),
+            harness_adapter=MCPHarnessAdapter(),
+            serializer=RolloutSerializer(tmp_path),
+            tasks=[{"task_id": "add"}],
+            limits=HarnessRunLimits(max_turns=1),
+        ).run(model_step=scripted_model_step, num_episodes=1)
+    assert result.num_collected == 1, result.failures
+    (record,) = lines(tmp_path)
+    assert record["artifacts"]["final_state"]["task_id"] == "add"
+    assert "add" in record["messages"][0]["content"]

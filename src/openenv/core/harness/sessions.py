@@ -147,8 +147,8 @@ class EnvSessionFactory(ResourceSessionFactory[StepEnvSessionAdapter]):
 
     `base_url` is the server; `client_factory(base_url)` makes a client (default:
     `GenericEnvClient`, plain dicts). `reset_kwargs` go to every reset (with the episode's seed
-    and id); a task that is a dict with `reset_kwargs` adds its own. `system_prompt` becomes the
-    first message.
+    and id); a task that is a dict adds its `seed`, `task_id` and `reset_kwargs`.
+    `system_prompt` becomes the first message.
     """
 
     def __init__(
@@ -209,8 +209,10 @@ class EnvSessionFactory(ResourceSessionFactory[StepEnvSessionAdapter]):
     ) -> StepEnvSessionAdapter:
         mcp, tools = self.describe()
         reset_kwargs = dict(self.reset_kwargs)
-        if isinstance(task, dict) and isinstance(task.get("reset_kwargs"), dict):
-            reset_kwargs.update(task["reset_kwargs"])
+        if isinstance(task, dict):
+            reset_kwargs.update({k: task[k] for k in ("seed", "task_id") if k in task})
+            if isinstance(task.get("reset_kwargs"), dict):
+                reset_kwargs.update(task["reset_kwargs"])
         system_prompt = self.system_prompt
 
         def initial(result: StepResult[Any], task: Any) -> list[Message]:
