@@ -125,6 +125,9 @@ def test_dataset_is_written_and_loads(connect4_url: str, tmp_path: Path) -> None
     assert dataset.num_rows == 3  # the failed episode is in results.jsonl, not the dataset
     row = dataset[0]
     assert row["messages"][0]["role"] == "user" and row["reward"] == -1.0
+    call = row["messages"][1]["tool_calls"][0]
+    assert call["function"]["name"] == "act" and json.loads(call["function"]["arguments"])
+    assert row["messages"][2]["tool_call_id"] == call["id"]
     assert json.loads(row["tool_trace"])[0]["tool_name"] == "act"
     assert len((tmp_path / "train.jsonl").read_text().splitlines()) == 3
 

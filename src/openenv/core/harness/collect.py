@@ -405,16 +405,38 @@ def _json_columns(record: dict[str, Any]) -> dict[str, Any]:
     tool results, metrics and tasks differ from episode to episode."""
     row = {
         "episode_id": record["episode_id"],
-        "messages": [
-            {"role": str(m.get("role", "")), "content": _text(m.get("content"))}
-            for m in record.get("messages") or []
-        ],
+        "messages": [_message_row(m) for m in record.get("messages") or []],
         "reward": record.get("reward"),
         "done": bool(record.get("done")),
     }
     for key in ("tool_trace", "metrics", "verify_metrics", "artifacts", "task", "extra"):
         row[key] = json.dumps(record.get(key), sort_keys=True, default=str)
     return row
+
+
+def _message_row(message: dict[str, Any]) -> dict[str, Any]:
+    """A chat message in OpenAI's shape with fixed types (arguments as JSON text)."""
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        calls.append(
+            {
+                "id": str(call.get("id") or ""),
+                "type": str(call.get("type") or "function"),
+                "function": {
+                    "name": str(function.get("name") or ""),
+                    "arguments": arguments if isinstance(arguments, str) else _text(arguments),
+                },
+            }
+        )
+    return {
+        "role": str(message.get("role", "")),
+        "content": _text(message.get("content")),
+        "tool_calls": calls,
+        "tool_call_id": message.get("tool_call_id"),
+        "name": message.get("name"),
+    }
 
 
 def _text(content: Any) -> str:
@@ -425,8 +447,9 @@ def _text(content: Any) -> str:
 
 def write_dataset(output_dir: Path | str) -> Path:
     """Save the collected episodes as a `datasets.Dataset` in `<output_dir>/dataset` (load it
-    with `datasets.load_from_disk`), and as `train.jsonl`. `messages` keeps role and content
-    (SFT-ready); the full record, tool calls included, is in `results.jsonl`."""
+    with `datasets.load_from_disk`), and as `train.jsonl`. `messages` are OpenAI-style chat
+    messages (role, content, tool_calls with JSON-text arguments, tool_call_id, name);
+    the other free-form fields are JSON text."""
     try:
         import datasets
     except ImportError as exc:
@@ -442,7 +465,24 @@ def write_dataset(output_dir: Path | str) -> Path:
     features = datasets.Features(
         {
             "episode_id": datasets.Value("string"),
-            "messages": [{"role": datasets.Value("string"), "content": datasets.Value("string")}],
+            "messages": [
+                {
+                    "role": datasets.Value("string"),
+                    "content": datasets.Value("string"),
+                    "tool_calls": [
+                        {
+                            "id": datasets.Value("string"),
+                            "type": datasets.Value("string"),
+                            "function": {
+                                "name": datasets.Value("string"),
+                                "arguments": datasets.Value("string"),
+                            },
+                        }
+                    ],
+                    "tool_call_id": datasets.Value("string"),
+                    "name": datasets.Value("string"),
+                }
+            ],
             "reward": datasets.Value("float64"),
             "done": datasets.Value("bool"),
             **{
