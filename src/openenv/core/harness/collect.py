@@ -183,11 +183,16 @@ class RolloutSerializer:
         }
 
     def kept_records(self) -> list[dict[str, Any]]:
-        """The dataset's rows: collected episodes, the last line of each id."""
+        """The dataset's rows: collected episodes, the last line of each id, in id order
+        (concurrent episodes end in any order)."""
         latest: dict[str, dict[str, Any]] = {}
         for record in self.read_records():
             latest[record["episode_id"]] = record
-        return [r for r in latest.values() if r.get("status", STATUS_COLLECTED) == STATUS_COLLECTED]
+        return [
+            latest[key]
+            for key in sorted(latest)
+            if latest[key].get("status", STATUS_COLLECTED) == STATUS_COLLECTED
+        ]
 
 
 @dataclass
