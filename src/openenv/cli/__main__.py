@@ -10,7 +10,7 @@ import typer
 
 from openenv import __version__
 
-from .commands import build, fork, init, list_envs, ps, push, serve, skills, validate
+from .commands import build, collect, fork, init, list_envs, ps, push, serve, skills, validate
 
 app = typer.Typer(
     name="openenv",
@@ -36,7 +36,7 @@ def root(
     """openenv command line."""
 
 
-for _command in (init, serve, validate, build, push, fork, skills, list_envs, ps):
+for _command in (init, serve, validate, build, push, fork, skills, list_envs, ps, collect):
     _command.register(app)
 
 

@@ -1,0 +1,631 @@
+"""Collecting rollouts into a dataset (`openenv collect`).
+
+`CollectRunner` runs episodes (several at once with `concurrency`) and appends each one to
+`results.jsonl` the moment it ends, so a crash loses nothing and `resume` continues where a run
+stopped. Unlike OpenEnv 0.10, no episode disappears without a trace: every line has a `status`:
+
+- `collected`: kept; part of the dataset.
+- `dropped`: ran fine but `should_keep` refused it (e.g. a loss); kept in the file, not the
+  dataset, and not run again on resume.
+- `failed`: the session, the model or the environment broke; `error` says how, `reward` is null
+  (never 0). A resumed run tries it again.
+
+`write_dataset` turns the collected lines into a Hugging Face `datasets` dataset
+(`save_to_disk`, in `<output_dir>/dataset`; needs the `collect` extra) and `train.jsonl`, which
+`push_to_hf_hub` uploads with a dataset card.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import warnings
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from openenv.core.env_server.mcp_types import Tool
+from openenv.core.llm_client import LLMClient
+from openenv.core.utils import run_coroutine_sync
+
+from .rollout import (
+    HarnessAdapter,
+    HarnessRolloutResult,
+    HarnessRunLimits,
+    ModelStep,
+    ModelStepResult,
+    ResourceSessionFactory,
+    VerifyResult,
+    _plain,
+    resolve_env_reward,
+    rollout_final_state,
+)
+
+RESULTS_FILENAME = "results.jsonl"
+METADATA_FILENAME = "metadata.json"
+README_FILENAME = "README.md"
+TRAIN_FILENAME = "train.jsonl"
+DATASET_DIRNAME = "dataset"
+
+STATUS_COLLECTED = "collected"
+STATUS_DROPPED = "dropped"
+STATUS_FAILED = "failed"
+
+_SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "top_p"})
+
+
+@dataclass
+class EpisodeRecord:
+    """One line of `results.jsonl`. `reward` is None when the episode failed or the
+    environment gave no reward; `status` and `error` are ours (see the module doc)."""
+
+    episode_id: str
+    messages: list[dict[str, Any]]
+    reward: float | None
+    done: bool
+    tool_trace: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    verify_metrics: dict[str, Any]
+    artifacts: dict[str, Any]
+    task: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    status: str = STATUS_COLLECTED
+    error: str | None = None
+
+    @classmethod
+    def from_rollout(
+        cls,
+        episode_id: str,
+        rollout: HarnessRolloutResult,
+        verify: VerifyResult,
+        task: Any = None,
+        extra: dict[str, Any] | None = None,
+    ) -> EpisodeRecord:
+        """A record of a finished episode. A reward from `verify` that contradicts the
+        environment's raises `ValueError`; no reward at all gives `reward=None`."""
+        try:
+            reward: float | None = resolve_env_reward(rollout, verify)
+        except ValueError as exc:
+            if "no environment reward" not in str(exc):
+                raise
+            reward = None
+        final = rollout_final_state(rollout)
+        return cls(
+            episode_id=episode_id,
+            messages=[dict(m) for m in rollout.messages],
+            reward=reward,
+            done=bool(rollout.done or verify.done),
+            tool_trace=final["tool_trace"],
+            metrics=dict(rollout.metrics),
+            verify_metrics=dict(verify.metrics),
+            artifacts=dict(verify.artifacts),
+            task=task,
+            extra=dict(extra or {}),
+        )
+
+    @classmethod
+    def failure(cls, episode_id: str, error: str, task: Any = None) -> EpisodeRecord:
+        return cls(
+            episode_id=episode_id,
+            messages=[],
+            reward=None,
+            done=False,
+            tool_trace=[],
+            metrics={},
+            verify_metrics={},
+            artifacts={},
+            task=task,
+            status=STATUS_FAILED,
+            error=error,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(json.dumps(_plain(asdict(self)), default=str))
+        return data
+
+
+class RolloutSerializer:
+    """`results.jsonl` (append-only, one line per episode, safe from several threads) and
+    `metadata.json` in `output_dir`."""
+
+    def __init__(self, output_dir: Path | str) -> None:
+        self._output_dir = Path(output_dir)
+        self._lock = threading.Lock()
+
+    @property
+    def output_dir(self) -> Path:
+        return self._output_dir
+
+    @property
+    def results_path(self) -> Path:
+        return self._output_dir / RESULTS_FILENAME
+
+    @property
+    def metadata_path(self) -> Path:
+        return self._output_dir / METADATA_FILENAME
+
+    def write_episode(self, record: EpisodeRecord) -> None:
+        line = json.dumps(record.to_dict(), default=str)
+        with self._lock:
+            self._output_dir.mkdir(parents=True, exist_ok=True)
+            with self.results_path.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+                handle.flush()
+
+    def write_metadata(self, metadata: dict[str, Any]) -> None:
+        self._output_dir.mkdir(parents=True, exist_ok=True)
+        self.metadata_path.write_text(json.dumps(metadata, indent=2, default=str) + "\n")
+
+    def read_records(self) -> list[dict[str, Any]]:
+        """Every complete line; a torn last line (a crash mid-write) is skipped."""
+        if not self.results_path.exists():
+            return []
+        records = []
+        for raw in self.results_path.read_text(encoding="utf-8").splitlines():
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(payload, dict) and isinstance(payload.get("episode_id"), str):
+                records.append(payload)
+        return records
+
+    def collected_episode_ids(self) -> set[str]:
+        """Episodes a resumed run skips: collected or dropped ones (failed ones run again)."""
+        return {
+            r["episode_id"]
+            for r in self.read_records()
+            if r.get("status", STATUS_COLLECTED) != STATUS_FAILED
+        }
+
+    def kept_records(self) -> list[dict[str, Any]]:
+        """The dataset's rows: collected episodes, the last line of each id, in id order
+        (concurrent episodes end in any order)."""
+        latest: dict[str, dict[str, Any]] = {}
+        for record in self.read_records():
+            latest[record["episode_id"]] = record
+        return [
+            latest[key]
+            for key in sorted(latest)
+            if latest[key].get("status", STATUS_COLLECTED) == STATUS_COLLECTED
+        ]
+
+
+@dataclass
+class CollectResult:
+    num_collected: int
+    num_skipped: int
+    num_dropped: int
+    num_failed: int
+    episode_ids: list[str]
+    avg_reward: float
+    success_rate: float
+    #: Ours: rewards of the collected episodes (None: the environment gave none), and the
+    #: failures as {episode_id: error}.
+    rewards: list[float | None] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+
+    def reward_summary(self) -> dict[str, Any]:
+        scored = [r for r in self.rewards if r is not None]
+        return {
+            "count": len(self.rewards),
+            "scored": len(scored),
+            "mean": sum(scored) / len(scored) if scored else None,
+            "min": min(scored) if scored else None,
+            "max": max(scored) if scored else None,
+            "success_rate": self.success_rate if scored else None,
+            "failed": self.num_failed,
+            "dropped": self.num_dropped,
+            "skipped": self.num_skipped,
+        }
+
+
+ProgressCallback = Callable[[EpisodeRecord | None], None]
+
+
+class CollectRunner:
+    """Runs episodes into a `RolloutSerializer`. Tasks are assigned by episode position, so a
+    resumed run gives each episode the same task as the first run did."""
+
+    def __init__(
+        self,
+        *,
+        session_factory: ResourceSessionFactory[Any],
+        harness_adapter: HarnessAdapter,
+        serializer: RolloutSerializer,
+        tasks: Iterable[Any] | None = None,
+        limits: HarnessRunLimits | None = None,
+        concurrency: int = 1,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self._session_factory = session_factory
+        self._harness_adapter = harness_adapter
+        self._serializer = serializer
+        # Read lazily (a task stream may be endless), and kept so resumed ids keep their task.
+        self._task_source = iter(tasks) if tasks is not None else None
+        self._tasks: list[Any] = []
+        self._limits = limits
+        self._concurrency = concurrency
+
+    def _read_tasks(self, count: int) -> None:
+        while self._task_source is not None and len(self._tasks) < count:
+            try:
+                self._tasks.append(next(self._task_source))
+            except StopIteration:
+                self._task_source = None
+
+    def _task(self, index: int) -> Any:
+        return self._tasks[index] if index < len(self._tasks) else None
+
+    def run_episode(
+        self, model_step: ModelStep, episode_id: str, task: Any, seed: int | None = None
+    ) -> EpisodeRecord:
+        """One episode as a record; a failure becomes a `failed` record, never an exception."""
+        try:
+            session = self._session_factory.create(task=task, seed=seed, episode_id=episode_id)
+        except Exception as exc:
+            return EpisodeRecord.failure(episode_id, f"session: {type(exc).__name__}: {exc}", task)
+        try:
+            rollout = self._harness_adapter.run_white_box(
+                model_step=model_step, session=session, limits=self._limits
+            )
+            verify = session.verify(
+                transcript=rollout.messages, final_state=rollout_final_state(rollout)
+            )
+            return EpisodeRecord.from_rollout(episode_id, rollout, verify, task=task)
+        except Exception as exc:
+            return EpisodeRecord.failure(episode_id, f"{type(exc).__name__}: {exc}", task)
+        finally:
+            try:
+                session.close()
+            except Exception as exc:  # reported, but the episode is kept
+                warnings.warn(
+                    f"closing {episode_id}'s session: {exc}", RuntimeWarning, stacklevel=2
+                )
+
+    def run(
+        self,
+        *,
+        model_step: ModelStep,
+        num_episodes: int,
+        episode_id_prefix: str = "ep",
+        resume: bool = True,
+        should_keep: Callable[[EpisodeRecord], bool] | None = None,
+        progress: ProgressCallback | None = None,
+        seed: int | None = None,
+    ) -> CollectResult:
+        """Collect `num_episodes` episodes named `<prefix>-000000`, ... `progress` is called
+        after each episode (None for a skipped one). With `seed`, episode i resets with
+        `seed + i`."""
+        planned = [f"{episode_id_prefix}-{i:06d}" for i in range(num_episodes)]
+        self._read_tasks(num_episodes)
+        if resume:
+            done_ids = self._serializer.collected_episode_ids()
+        else:
+            self._move_old_results()
+            done_ids = set()
+        result = CollectResult(0, 0, 0, 0, planned, 0.0, 0.0)
+        lock = threading.Lock()
+
+        def one(index: int) -> None:
+            episode_id = planned[index]
+            if episode_id in done_ids:
+                with lock:
+                    result.num_skipped += 1
+                if progress:
+                    progress(None)
+                return
+            record = self.run_episode(
+                model_step, episode_id, self._task(index), None if seed is None else seed + index
+            )
+            if record.status != STATUS_FAILED and should_keep is not None:
+                try:
+                    keep = should_keep(record)
+                except Exception as exc:
+                    record.status, record.error = STATUS_FAILED, f"should_keep: {exc}"
+                else:
+                    if not keep:
+                        record.status = STATUS_DROPPED
+            self._serializer.write_episode(record)
+            with lock:
+                if record.status == STATUS_FAILED:
+                    result.num_failed += 1
+                    result.failures[episode_id] = record.error or "failed"
+                elif record.status == STATUS_DROPPED:
+                    result.num_dropped += 1
+                else:
+                    result.num_collected += 1
+                    result.rewards.append(record.reward)
+            if progress:
+                progress(record)
+
+        if self._concurrency == 1:
+            for index in range(len(planned)):
+                one(index)
+        else:
+            with ThreadPoolExecutor(self._concurrency, thread_name_prefix="collect") as pool:
+                list(pool.map(one, range(len(planned))))
+        scored = [r for r in result.rewards if r is not None and math.isfinite(r)]
+        result.avg_reward = sum(scored) / len(scored) if scored else 0.0
+        result.success_rate = sum(1 for r in scored if r > 0) / len(scored) if scored else 0.0
+        return result
+
+    def _move_old_results(self) -> None:
+        """`resume=False` starts a fresh file; the old one is kept beside it, never deleted."""
+        path = self._serializer.results_path
+        if not path.exists():
+            return
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        backup = path.with_name(f"{path.stem}.{stamp}.bak{path.suffix}")
+        path.replace(backup)
+        warnings.warn(
+            f"resume=False: moved the old results to {backup}", RuntimeWarning, stacklevel=3
+        )
+
+
+# -- model steps --------------------------------------------------------------------------
+
+
+def _mcp_tool(tool: Tool) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
+
+
+def build_model_step(llm_client: LLMClient, *, system_prompt: str | None = None) -> ModelStep:
+    """A `ModelStep` on any `LLMClient` (OpenAI-compatible or Anthropic). Sampling keys the
+    clients do not take (other than temperature, max_tokens, top_p) are dropped with a
+    warning."""
+
+    def model_step(
+        messages: list[dict[str, Any]], tools: list[Tool], sampling: dict[str, Any]
+    ) -> ModelStepResult:
+        conversation = list(messages)
+        if system_prompt and not any(m.get("role") == "system" for m in conversation):
+            conversation.insert(0, {"role": "system", "content": system_prompt})
+        unknown = sorted(set(sampling) - _SAMPLING_KEYS)
+        if unknown:
+            warnings.warn(
+                f"sampling keys ignored: {', '.join(unknown)}", RuntimeWarning, stacklevel=2
+            )
+        kwargs = {k: v for k, v in sampling.items() if k in _SAMPLING_KEYS}
+        response = run_coroutine_sync(
+            llm_client.complete_with_tools(
+                messages=conversation, tools=[_mcp_tool(t) for t in tools], **kwargs
+            )
+        )
+        return ModelStepResult(response=response)
+
+    return model_step
+
+
+# -- datasets and the Hub -----------------------------------------------------------------
+
+
+def _json_columns(record: dict[str, Any]) -> dict[str, Any]:
+    """A row whose free-form parts are JSON text: Arrow needs one type per column, and
+    tool results, metrics and tasks differ from episode to episode."""
+    row = {
+        "episode_id": record["episode_id"],
+        "messages": [_message_row(m) for m in record.get("messages") or []],
+        "reward": record.get("reward"),
+        "done": bool(record.get("done")),
+    }
+    for key in ("tool_trace", "metrics", "verify_metrics", "artifacts", "task", "extra"):
+        row[key] = json.dumps(record.get(key), sort_keys=True, default=str)
+    return row
+
+
+def _message_row(message: dict[str, Any]) -> dict[str, Any]:
+    """A chat message in OpenAI's shape with fixed types (arguments as JSON text)."""
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        calls.append(
+            {
+                "id": str(call.get("id") or ""),
+                "type": str(call.get("type") or "function"),
+                "function": {
+                    "name": str(function.get("name") or ""),
+                    "arguments": arguments if isinstance(arguments, str) else _text(arguments),
+                },
+            }
+        )
+    return {
+        "role": str(message.get("role", "")),
+        "content": _text(message.get("content")),
+        "tool_calls": calls,
+        "tool_call_id": message.get("tool_call_id"),
+        "name": message.get("name"),
+    }
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+def write_dataset(output_dir: Path | str) -> Path:
+    """Save the collected episodes as a `datasets.Dataset` in `<output_dir>/dataset` (load it
+    with `datasets.load_from_disk`), and as `train.jsonl`. `messages` are OpenAI-style chat
+    messages (role, content, tool_calls with JSON-text arguments, tool_call_id, name);
+    the other free-form fields are JSON text."""
+    try:
+        import datasets
+    except ImportError as exc:
+        raise ImportError(
+            "writing a dataset needs the `datasets` package: pip install 'openenv[collect]'"
+        ) from exc
+    output_dir = Path(output_dir)
+    serializer = RolloutSerializer(output_dir)
+    kept = serializer.kept_records()
+    with (output_dir / TRAIN_FILENAME).open("w", encoding="utf-8") as handle:
+        for record in kept:
+            handle.write(json.dumps(record, default=str) + "\n")
+    features = datasets.Features(
+        {
+            "episode_id": datasets.Value("string"),
+            "messages": [
+                {
+                    "role": datasets.Value("string"),
+                    "content": datasets.Value("string"),
+                    "tool_calls": [
+                        {
+                            "id": datasets.Value("string"),
+                            "type": datasets.Value("string"),
+                            "function": {
+                                "name": datasets.Value("string"),
+                                "arguments": datasets.Value("string"),
+                            },
+                        }
+                    ],
+                    "tool_call_id": datasets.Value("string"),
+                    "name": datasets.Value("string"),
+                }
+            ],
+            "reward": datasets.Value("float64"),
+            "done": datasets.Value("bool"),
+            **{
+                key: datasets.Value("string")
+                for key in ("tool_trace", "metrics", "verify_metrics", "artifacts", "task", "extra")
+            },
+        }
+    )
+    rows = [_json_columns(r) for r in kept]
+    columns = {name: [row[name] for row in rows] for name in features}
+    dataset = datasets.Dataset.from_dict(columns, features=features)
+    target = output_dir / DATASET_DIRNAME
+    quiet = datasets.utils.logging.is_progress_bar_enabled()  # a bar per save is noise here
+    if quiet:
+        datasets.disable_progress_bars()
+    try:
+        dataset.save_to_disk(str(target))
+    finally:
+        if quiet:
+            datasets.enable_progress_bars()
+    return target
+
+
+def build_dataset_readme(output_dir: Path | str, *, config_name: str = "default") -> str:
+    """A dataset card whose front matter makes `train.jsonl` the only data file."""
+    output_dir = Path(output_dir)
+    serializer = RolloutSerializer(output_dir)
+    metadata: dict[str, Any] = {}
+    if serializer.metadata_path.exists():
+        try:
+            metadata = json.loads(serializer.metadata_path.read_text())
+        except ValueError:
+            metadata = {}
+    kept = serializer.kept_records()
+    lines = [
+        "---",
+        "configs:",
+        f"- config_name: {config_name}",
+        "  data_files:",
+        "  - split: train",
+        f'    path: "{TRAIN_FILENAME}"',
+        "---",
+        "",
+        "# Rollouts collected with `openenv collect`",
+        "",
+        f"- Episodes: {len(kept)}",
+    ]
+    for key, value in metadata.items():
+        lines.append(f"- {key}: `{value}`")
+    lines += [
+        "",
+        "Each row: `episode_id`, `messages` (chat transcript), `reward` (null when the",
+        "environment gave none), `done`, `tool_trace`, `metrics`, `verify_metrics`, `artifacts`,",
+        "`task`, `extra`. `results.jsonl` also lists dropped and failed episodes (`status`,",
+        "`error`).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+@dataclass
+class PushPlan:
+    """What `push_to_hf_hub` uploads (all of it with `dry_run=True`, nothing is sent)."""
+
+    repo_id: str
+    url: str
+    files: list[str]
+    private: bool
+    commit_message: str
+    num_episodes: int
+
+
+def push_to_hf_hub(
+    output_dir: Path | str,
+    repo_id: str,
+    *,
+    private: bool = False,
+    commit_message: str | None = None,
+    token: str | None = None,
+    dry_run: bool = False,
+    config_name: str = "default",
+) -> str | PushPlan:
+    """Upload a collect run as a Hub dataset (`train.jsonl` + card, with `results.jsonl` and
+    `metadata.json`) and return its URL; `dry_run=True` prepares the files and returns the
+    `PushPlan` instead, without any network access."""
+    output_dir = Path(output_dir)
+    results = output_dir / RESULTS_FILENAME
+    if not results.exists():
+        raise FileNotFoundError(f"no {RESULTS_FILENAME} in {output_dir}: run a collect job first")
+    if "/" not in repo_id:
+        raise ValueError(f"repo id {repo_id!r} must be 'user/name'")
+    serializer = RolloutSerializer(output_dir)
+    kept = serializer.kept_records()
+    train = output_dir / TRAIN_FILENAME
+    train.write_text("".join(json.dumps(r, default=str) + "\n" for r in kept))
+    (output_dir / README_FILENAME).write_text(
+        build_dataset_readme(output_dir, config_name=config_name)
+    )
+    files = [README_FILENAME, TRAIN_FILENAME, RESULTS_FILENAME]
+    if serializer.metadata_path.exists():
+        files.append(METADATA_FILENAME)
+    plan = PushPlan(
+        repo_id=repo_id,
+        url=f"https://huggingface.co/datasets/{repo_id}",
+        files=files,
+        private=private,
+        commit_message=commit_message or f"Add {len(kept)} collected episode(s)",
+        num_episodes=len(kept),
+    )
+    if dry_run:
+        return plan
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    api.create_repo(repo_id=repo_id, repo_type="dataset", private=private, exist_ok=True)
+    api.upload_folder(
+        folder_path=str(output_dir),
+        repo_id=repo_id,
+        repo_type="dataset",
+        allow_patterns=files,
+        commit_message=plan.commit_message,
+    )
+    return plan.url
+
+
+__all__ = [
+    "DATASET_DIRNAME",
+    "METADATA_FILENAME",
+    "README_FILENAME",
+    "RESULTS_FILENAME",
+    "TRAIN_FILENAME",
+    "CollectResult",
+    "CollectRunner",
+    "EpisodeRecord",
+    "PushPlan",
+    "RolloutSerializer",
+    "build_dataset_readme",
+    "build_model_step",
+    "push_to_hf_hub",
+    "write_dataset",
+]
