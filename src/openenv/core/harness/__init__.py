@@ -47,6 +47,12 @@ _LAZY = {
     "MCPHarnessAdapter": ".rollout",
     "CLIHarnessAdapter": ".rollout",
     "build_harness_rollout_func": ".rollout",
+    "LoopOwningSession": ".rollout",
+    "TrainableSession": ".rollout",
+    "TraceEntry": ".rollout",
+    "RolloutInfrastructureError": ".rollout",
+    "TrainingTurn": ".training",
+    "TrainingTrace": ".training",
 }
 
 __all__ = sorted(_LAZY)
