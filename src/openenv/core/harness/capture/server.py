@@ -383,12 +383,13 @@ class _Proxy:
         self, upstream: APIType, body: dict[str, Any], headers: Mapping[str, str]
     ) -> Completion:
         client = self._clients[upstream]
+        forwarded: dict[str, str] = {}
         if upstream is APIType.ANTHROPIC:
-            client.extra_headers = {
+            forwarded = {
                 k: headers[k] for k in ("anthropic-version", "anthropic-beta") if k in headers
             }
         try:
-            data = await client._post(_UPSTREAM_PATHS[upstream], body)
+            data = await client._post(_UPSTREAM_PATHS[upstream], body, forwarded)
         except LLMStatusError as exc:
             if exc.status_code == 400 and "return_token_ids" in body:
                 # A server other than vLLM may refuse the token-ids flag: go on without it.
