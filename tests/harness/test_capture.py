@@ -334,3 +334,44 @@ def test_command_line_entry_point(standin: ModelStandIn) -> None:
         process.terminate()
         process.wait(10)
     assert process.returncode == 0
+
+
+def test_anthropic_harness_falls_back_to_openai_only_upstream() -> None:
+    """Like vLLM without a Messages API: the proxy converts, and keeps converting."""
+    replies = [ScriptedReply(text="one", token_ids=[5]), ScriptedReply(text="two")]
+    with ModelStandIn(replies, dialects=("openai",)) as standin, capture_for(standin) as capture:
+        capture.register_session("ep-f")
+        client = anthropic.Anthropic(base_url=capture.url, api_key="ep-f", max_retries=0)
+        for expected in ("one", "two"):
+            reply = client.messages.create(
+                model="claude-x", max_tokens=20, messages=[{"role": "user", "content": "hi"}]
+            )
+            assert reply.content[0].text == expected
+        calls = capture.calls("ep-f")
+        assert [c.upstream_dialect for c in calls] == ["openai_chat", "openai_chat"]
+        assert calls[0].completion_token_ids == [5]
+    assert [r.dialect for r in standin.requests] == ["openai", "openai"]
+
+
+def test_keyless_calls_go_to_the_default_session_when_registration_is_off(
+    standin: ModelStandIn,
+) -> None:
+    with capture_for(standin, require_registered=False) as capture:
+        reply = httpx.post(
+            capture.url + "/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        )
+        assert reply.status_code == 200
+        assert len(capture.calls("default")) == 1
+
+
+def test_posts_that_are_not_model_calls_are_not_forwarded(standin: ModelStandIn) -> None:
+    with capture_for(standin) as capture:
+        capture.register_session("ep-t")
+        reply = httpx.post(
+            capture.url + "/api/event_logging/batch",
+            headers={"x-api-key": "ep-t", "anthropic-version": "2023-06-01"},
+            json={"events": []},
+        )
+        assert reply.status_code == 404 and reply.json()["type"] == "error"
+        assert standin.requests == [] and capture.calls("ep-t") == []

@@ -216,3 +216,14 @@ def test_command_line_serves_a_json_script(tmp_path) -> None:
         process.terminate()
         process.wait(10)
     assert process.returncode == 0
+
+
+def test_a_failing_callable_script_is_a_clear_500() -> None:
+    def script(request: StandInRequest) -> ScriptedReply:
+        raise KeyError("no reply for this")
+
+    with ModelStandIn(script, dialects=("openai",)) as standin:
+        client = openai_client(standin)
+        with pytest.raises(openai.InternalServerError, match="script raised"):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
+        assert httpx.post(standin.url + "/v1/messages", json={}).status_code == 404

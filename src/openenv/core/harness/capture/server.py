@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 
 CaptureLevel = Literal["tokens", "logprobs", "text"]
 _CAPTURE_LEVELS = ("tokens", "logprobs", "text")
+#: The session of keyless calls when sessions need not be registered.
+DEFAULT_SESSION = "default"
 _PROXIED = (APIType.OPENAI_CHAT, APIType.ANTHROPIC)
 _UPSTREAM_PATHS = {APIType.OPENAI_CHAT: "/v1/chat/completions", APIType.ANTHROPIC: "/v1/messages"}
 
@@ -332,7 +334,12 @@ class _Proxy:
             return _error(dialect, 400, "request body must be a JSON object")
         if dialect not in _PROXIED:
             return _error(dialect, 404, f"the {dialect.value} API is not supported by this proxy")
+        if "messages" not in body:
+            # e.g. a harness's telemetry post: not a model call, so nothing to forward.
+            return _error(dialect, 404, f"{path} is not a model call this proxy forwards")
         session_id = _session_key(request)
+        if session_id is None and not self.require_registered:
+            session_id = DEFAULT_SESSION
         if session_id is None or (
             self.require_registered and not self.captures.is_registered(session_id)
         ):
@@ -381,7 +388,8 @@ class _Proxy:
 
     async def _call_upstream(
         self, upstream: APIType, body: dict[str, Any], headers: Mapping[str, str]
-    ) -> Completion:
+    ) -> tuple[dict[str, Any], Completion]:
+        """The upstream's reply body and its parsed form."""
         client = self._clients[upstream]
         forwarded: dict[str, str] = {}
         if upstream is APIType.ANTHROPIC:
@@ -401,8 +409,8 @@ class _Proxy:
             raise UpstreamError(str(exc)) from exc
         try:
             if upstream is APIType.ANTHROPIC:
-                return parse_anthropic_response(data)
-            return parse_openai_response(data)
+                return data, parse_anthropic_response(data)
+            return data, parse_openai_response(data)
         except (ValueError, TypeError, AttributeError) as exc:
             raise UpstreamError(f"the model endpoint sent a malformed reply: {exc}") from exc
 
@@ -424,7 +432,7 @@ class _Proxy:
         upstream = self._upstream_dialect(dialect)
         try:
             try:
-                completion = await self._call_upstream(
+                raw, completion = await self._call_upstream(
                     upstream, self._upstream_body(dialect, upstream, body), headers
                 )
             except UpstreamError as exc:
@@ -437,7 +445,7 @@ class _Proxy:
                 # The upstream has no Messages API: convert to chat completions from now on.
                 self._anthropic_upstream_missing = True
                 upstream = APIType.OPENAI_CHAT
-                completion = await self._call_upstream(
+                raw, completion = await self._call_upstream(
                     upstream, self._upstream_body(dialect, upstream, body), headers
                 )
         except UpstreamError as exc:
@@ -467,6 +475,8 @@ class _Proxy:
         record.completion_token_ids = completion.token_ids
         record.logprobs = completion.logprobs
         self.captures.record(record)
+        if upstream is dialect and not body.get("stream"):
+            return JSONResponse(raw)  # as the upstream sent it: nothing the harness asked is lost
         if body.get("model"):
             completion.model = str(body["model"])
         if body.get("stream"):
