@@ -14,8 +14,13 @@ import anthropic
 import httpx
 import openai
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from openenv.core.harness.capture import APIType, CaptureServer, ModelCall, detect
+from openenv.core.harness.capture.serving import ThreadedServer
 from openenv.core.harness.events import HarnessEventType
 from openenv.testing.model_standin import ModelStandIn, ScriptedReply
 
@@ -375,3 +380,45 @@ def test_posts_that_are_not_model_calls_are_not_forwarded(standin: ModelStandIn)
         )
         assert reply.status_code == 404 and reply.json()["type"] == "error"
         assert standin.requests == [] and capture.calls("ep-t") == []
+
+
+def test_upstream_refusing_token_ids_is_asked_again_without_them() -> None:
+    """A server that is not vLLM may answer 400 to `return_token_ids` (OpenAI does)."""
+    seen: list[dict] = []
+
+    async def chat(request: Request) -> JSONResponse:
+        body = await request.json()
+        seen.append(body)
+        if "return_token_ids" in body:
+            error = {"message": "Unrecognized request argument supplied: return_token_ids"}
+            return JSONResponse({"error": error}, status_code=400)
+        message = {"role": "assistant", "content": "fine"}
+        return JSONResponse(
+            {
+                "id": "x",
+                "model": "m",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
+        )
+
+    upstream = ThreadedServer(
+        Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    )
+    url = upstream.start()
+    try:
+        with CaptureServer(llm_url=url, upstream_retries=0) as capture:
+            capture.register_session("ep-o")
+            client = openai.OpenAI(base_url=capture.url + "/v1", api_key="ep-o", max_retries=0)
+            for _ in range(2):
+                reply = client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}]
+                )
+                assert reply.choices[0].message.content == "fine"
+            calls = capture.calls("ep-o")
+            assert [c.error for c in calls] == [None, None]
+            assert calls[0].completion_token_ids is None
+    finally:
+        upstream.stop()
+    # Refused once, then never asked again; logprobs are still requested.
+    assert ["return_token_ids" in body for body in seen] == [True, False, False]
+    assert all(body["logprobs"] is True for body in seen)
