@@ -422,3 +422,22 @@ def test_upstream_refusing_token_ids_is_asked_again_without_them() -> None:
     # Refused once, then never asked again; logprobs are still requested.
     assert ["return_token_ids" in body for body in seen] == [True, False, False]
     assert all(body["logprobs"] is True for body in seen)
+
+
+def test_malformed_request_is_a_400_and_the_proxy_keeps_serving(standin: ModelStandIn) -> None:
+    with capture_for(standin) as capture:
+        capture.register_session("ep-m")
+        headers = {"x-api-key": "ep-m", "anthropic-version": "2023-06-01"}
+        bad = httpx.post(
+            capture.url + "/v1/messages",
+            headers=headers,
+            json={"model": "m", "max_tokens": 5, "messages": ["not a message"]},
+        )
+        assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+        good = httpx.post(
+            capture.url + "/v1/messages",
+            headers=headers,
+            json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
+        )
+        assert good.status_code == 200
+        assert len(capture.calls("ep-m")) == 1 and len(standin.requests) == 1

@@ -46,6 +46,7 @@ from openenv.core.harness.capture.dialects import (
     to_anthropic_message,
     to_anthropic_stop_reason,
     to_openai_chat_completion,
+    to_openai_finish_reason,
 )
 from openenv.core.harness.capture.serving import ThreadedServer
 from openenv.core.harness.events import HarnessEvent, HarnessEventType
@@ -348,10 +349,25 @@ class _Proxy:
         if path.rstrip("/").endswith("/count_tokens"):
             counted = {k: body.get(k) for k in ("system", "messages", "tools") if body.get(k)}
             return JSONResponse({"input_tokens": rough_token_count(counted)})
+        try:
+            normalized = anthropic_request_to_openai(body) if dialect is APIType.ANTHROPIC else body
+            tools = [to_openai_tool(t) for t in normalized.get("tools") or []]
+            messages = [dict(m) for m in normalized.get("messages") or []]
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            return _error(dialect, 400, f"malformed {dialect.value} request: {exc!r}")
         if not self.captures.reserve(session_id, self.max_model_calls):
             message = f"this session used its {self.max_model_calls} model calls"
             return _error(dialect, 403, message)
-        return await self._forward(dialect, session_id, body, request.headers)
+        record = ModelCall(
+            session_id=session_id,
+            dialect=dialect.value,
+            request_messages=messages,
+            tools=tools,
+            model=body.get("model"),
+            started_at=time.time(),
+            streamed=bool(body.get("stream")),
+        )
+        return await self._forward(dialect, record, body, request.headers)
 
     # -- forwarding ------------------------------------------------------------------------------
 
@@ -399,7 +415,7 @@ class _Proxy:
         try:
             data = await client._post(_UPSTREAM_PATHS[upstream], body, forwarded)
         except LLMStatusError as exc:
-            if exc.status_code == 400 and "return_token_ids" in body:
+            if exc.status_code == 400 and "return_token_ids" in body and "token_ids" in exc.body:
                 # A server other than vLLM may refuse the token-ids flag: go on without it.
                 self._tokens_supported = False
                 retry = {k: v for k, v in body.items() if k != "return_token_ids"}
@@ -415,19 +431,8 @@ class _Proxy:
             raise UpstreamError(f"the model endpoint sent a malformed reply: {exc}") from exc
 
     async def _forward(
-        self, dialect: APIType, session_id: str, body: dict[str, Any], headers: Mapping[str, str]
+        self, dialect: APIType, record: ModelCall, body: dict[str, Any], headers: Mapping[str, str]
     ) -> Response:
-        normalized = anthropic_request_to_openai(body) if dialect is APIType.ANTHROPIC else body
-        tools = [to_openai_tool(t) for t in normalized.get("tools") or []]
-        record = ModelCall(
-            session_id=session_id,
-            dialect=dialect.value,
-            request_messages=[dict(m) for m in normalized.get("messages") or []],
-            tools=tools,
-            model=body.get("model"),
-            started_at=time.time(),
-            streamed=bool(body.get("stream")),
-        )
         started = time.monotonic()
         upstream = self._upstream_dialect(dialect)
         try:
@@ -469,7 +474,7 @@ class _Proxy:
         record.stop_reason = (
             to_anthropic_stop_reason(completion)
             if dialect is APIType.ANTHROPIC
-            else completion.stop_reason
+            else to_openai_finish_reason(completion)
         )
         record.prompt_token_ids = completion.prompt_token_ids
         record.completion_token_ids = completion.token_ids
