@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from openenv.core.harness.capture import APIType, CaptureServer, ModelCall, detect
+from openenv.core.harness.capture.dialects import anthropic_request_to_openai
 from openenv.core.harness.capture.serving import ThreadedServer
 from openenv.core.harness.events import HarnessEventType
 from openenv.testing.model_standin import ModelStandIn, ScriptedReply
@@ -441,3 +442,92 @@ def test_malformed_request_is_a_400_and_the_proxy_keeps_serving(standin: ModelSt
         )
         assert good.status_code == 200
         assert len(capture.calls("ep-m")) == 1 and len(standin.requests) == 1
+
+
+def test_anthropic_request_conversion_keeps_structure() -> None:
+    converted = anthropic_request_to_openai(
+        {
+            "model": "claude-x",
+            "max_tokens": 64,
+            "stop_sequences": ["END"],
+            "system": [{"type": "text", "text": "rule one"}, {"type": "text", "text": "rule two"}],
+            "tools": [*ANTHROPIC_TOOLS, {"type": "web_search_20250305", "name": "web_search"}],
+            "tool_choice": {"type": "any"},
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "<reminder>"},
+                        {"type": "text", "text": "look"},
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"},
+                        },
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "x"}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "is_error": True,
+                            "content": [{"type": "text", "text": "boom"}],
+                        },
+                        {"type": "text", "text": "try again"},
+                    ],
+                },
+            ],
+        }
+    )
+    assert converted["messages"][0] == {"role": "system", "content": "rule one\n\nrule two"}
+    assert [p["type"] for p in converted["messages"][1]["content"]] == [
+        "text",
+        "text",
+        "image_url",
+    ]
+    assert converted["messages"][1]["content"][2]["image_url"]["url"].startswith(
+        "data:image/png;base64,"
+    )
+    assert converted["messages"][2]["tool_calls"][0]["function"]["arguments"] == '{"command": "x"}'
+    assert converted["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": "t1",
+        "content": "[error] boom",
+    }
+    assert converted["messages"][4] == {"role": "user", "content": "try again"}
+    assert [t["function"]["name"] for t in converted["tools"]] == ["bash"]  # no server tools
+    assert converted["tool_choice"] == "required" and converted["stop"] == ["END"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_harness_converted_to_anthropic_upstream(
+    standin: ModelStandIn, stream: bool
+) -> None:
+    with capture_for(standin, upstream_api="anthropic") as capture:
+        capture.register_session("ep-c")
+        client = openai.OpenAI(base_url=capture.url + "/v1", api_key="ep-c", max_retries=0)
+        messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+        if stream:
+            with client.chat.completions.stream(
+                model="gpt-x", messages=messages, tools=OPENAI_TOOLS
+            ) as events:
+                reply = events.get_final_completion()
+        else:
+            reply = client.chat.completions.create(
+                model="gpt-x", messages=messages, tools=OPENAI_TOOLS
+            )
+        assert reply.choices[0].finish_reason == "tool_calls"
+        assert reply.choices[0].message.tool_calls[0].function.name == "bash"
+        assert capture.calls("ep-c")[0].stop_reason == "tool_calls"
+    upstream = standin.requests[0]
+    assert upstream.dialect == "anthropic"
+    assert upstream.body["system"] == "sys" and upstream.body["messages"][0]["role"] == "user"
+    assert upstream.body["tools"][0]["input_schema"]["type"] == "object"
+    assert "logprobs" not in upstream.body
