@@ -35,7 +35,15 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -136,10 +144,14 @@ class ModelStandIn:
         return self._server.url
 
     def start(self, timeout_s: float = 30.0) -> str:
-        return self._server.start(timeout_s)
+        """Serve from a background thread; returns the URL (also awaitable, so async tests
+        may write ``await standin.start()``: the server has its own thread and loop)."""
+        return _AwaitableURL(self._server.start(timeout_s))
 
     def stop(self) -> None:
         self._server.stop()
+
+    close = stop
 
     def __enter__(self) -> ModelStandIn:
         self.start()
@@ -301,6 +313,14 @@ class ModelStandIn:
         if dialect == "anthropic":
             return JSONResponse(to_anthropic_message(completion))
         return JSONResponse(to_openai_chat_completion(completion))
+
+
+class _AwaitableURL(str):
+    """A URL that `await` gives back unchanged (the server is already up)."""
+
+    def __await__(self) -> Generator[Any, None, str]:
+        yield from ()
+        return str(self)
 
 
 async def _aiter(events: Iterator[str]) -> AsyncIterator[str]:

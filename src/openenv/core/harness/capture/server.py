@@ -622,6 +622,8 @@ class CaptureServer:
     def stop(self) -> None:
         self._server.stop()
 
+    close = stop
+
     def __enter__(self) -> CaptureServer:
         self.start()
         return self
