@@ -42,6 +42,7 @@ __all__ = [
     "to_anthropic_stop_reason",
     "to_openai_chat_completion",
     "to_openai_finish_reason",
+    "tool_calls_from",
 ]
 
 
