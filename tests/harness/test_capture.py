@@ -531,3 +531,19 @@ def test_openai_harness_converted_to_anthropic_upstream(
     assert upstream.body["system"] == "sys" and upstream.body["messages"][0]["role"] == "user"
     assert upstream.body["tools"][0]["input_schema"]["type"] == "object"
     assert "logprobs" not in upstream.body
+
+
+def test_sessions_registered_over_http_and_call_budget(standin: ModelStandIn) -> None:
+    with capture_for(standin, max_model_calls=1) as capture:
+        created = httpx.post(capture.url + "/sessions", json={"session_id": "ep-h"})
+        assert created.status_code == 201 and "ep-h" in capture.sessions()
+        client = openai.OpenAI(base_url=capture.url + "/v1", api_key="ep-h", max_retries=0)
+        messages = [{"role": "user", "content": "x"}]
+        client.chat.completions.create(model="m", messages=messages)
+        with pytest.raises(openai.PermissionDeniedError, match="model calls"):
+            client.chat.completions.create(model="m", messages=messages)
+        assert len(standin.requests) == 1
+        assert httpx.delete(capture.url + "/sessions/ep-h").status_code == 204
+        with pytest.raises(openai.AuthenticationError):
+            client.chat.completions.create(model="m", messages=messages)
+        assert len(capture.calls("ep-h")) == 1  # recorded calls outlive the registration
