@@ -216,3 +216,29 @@ def test_command_line_serves_a_json_script(tmp_path) -> None:
         process.terminate()
         process.wait(10)
     assert process.returncode == 0
+
+
+def test_a_failing_callable_script_is_a_clear_500() -> None:
+    def script(request: StandInRequest) -> ScriptedReply:
+        raise KeyError("no reply for this")
+
+    with ModelStandIn(script, dialects=("openai",)) as standin:
+        client = openai_client(standin)
+        with pytest.raises(openai.InternalServerError, match="script raised"):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
+        assert httpx.post(standin.url + "/v1/messages", json={}).status_code == 404
+
+
+async def test_async_tests_can_await_start() -> None:
+    standin = ModelStandIn([ScriptedReply(text="async hello")])
+    url = await standin.start()
+    try:
+        assert url == standin.url
+        client = anthropic.AsyncAnthropic(base_url=url, api_key="k", max_retries=0)
+        async with client.messages.stream(
+            model="m", max_tokens=9, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            final = await stream.get_final_message()
+        assert final.content[0].text == "async hello"
+    finally:
+        await standin.astop()

@@ -435,15 +435,20 @@ class _HTTPChatClient(LLMClient):
         delay = min(self.backoff_max_s, self.backoff_base_s * (2**attempt))
         return delay * (0.5 + random.random() / 2)
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(
+        self, path: str, body: dict[str, Any], headers: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """POST with retries; ``headers`` add to this call's headers only (e.g. a proxy's
+        per-request ``anthropic-version``)."""
         url = _api_root(self.base_url) + path
         attempts = self.max_retries + 1
+        request_headers = {**self._headers(), **(headers or {})}
         for attempt in range(attempts):
             retry_after: float | None = None
             failure: LLMUnavailableError
             try:
                 response = await self._http().post(
-                    url, json=body, headers=self._headers(), timeout=self.timeout_s
+                    url, json=body, headers=request_headers, timeout=self.timeout_s
                 )
             except httpx.TimeoutException as exc:
                 cause: BaseException | None = exc

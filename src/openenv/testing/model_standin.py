@@ -35,7 +35,15 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -114,10 +122,14 @@ class ModelStandIn:
         host: str = "127.0.0.1",
         port: int = 0,
         model: str = "standin-model",
+        dialects: Sequence[Dialect] = ("openai", "anthropic"),
     ) -> None:
+        """``dialects`` limits the APIs served (``("openai",)`` plays an OpenAI-only server
+        such as vLLM: ``/v1/messages`` is then a 404)."""
         self._script: Callable[[StandInRequest], ScriptedReply] | list[ScriptedReply]
         self._script = script if callable(script) else list(script)
         self.model = model
+        self.dialects = tuple(dialects)
         self.requests: list[StandInRequest] = []
         self._next = 0
         self._lock = threading.Lock()
@@ -132,10 +144,14 @@ class ModelStandIn:
         return self._server.url
 
     def start(self, timeout_s: float = 30.0) -> str:
-        return self._server.start(timeout_s)
+        """Serve from a background thread; returns the URL (also awaitable, so async tests
+        may write ``await standin.start()``: the server has its own thread and loop)."""
+        return _AwaitableURL(self._server.start(timeout_s))
 
     def stop(self) -> None:
         self._server.stop()
+
+    close = stop
 
     def __enter__(self) -> ModelStandIn:
         self.start()
@@ -249,18 +265,23 @@ class ModelStandIn:
         async def health(request: Request) -> Response:
             return JSONResponse({"status": "healthy"})
 
-        return Starlette(
-            routes=[
+        routes = [
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ]
+        if "openai" in self.dialects:
+            routes += [
                 Route("/v1/chat/completions", chat, methods=["POST"]),
                 Route("/chat/completions", chat, methods=["POST"]),
+            ]
+        if "anthropic" in self.dialects:
+            routes += [
                 Route("/v1/messages", messages, methods=["POST"]),
                 Route("/messages", messages, methods=["POST"]),
                 Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-                Route("/v1/models", models, methods=["GET"]),
-                Route("/models", models, methods=["GET"]),
-                Route("/health", health, methods=["GET"]),
             ]
-        )
+        return Starlette(routes=routes)
 
     async def _answer(self, request: Request, dialect: Dialect) -> Response:
         body = await _json_body(request)
@@ -273,9 +294,11 @@ class ModelStandIn:
             path=request.url.path,
         )
         try:
-            reply = self._reply_for(received)
+            reply: Any = self._reply_for(received)
         except ScriptExhaustedError as exc:
             return _error(dialect, 500, str(exc))
+        except Exception as exc:  # a callable script's bug: say so to the client and the test
+            return _error(dialect, 500, f"model stand-in script raised {exc!r}")
         if isinstance(reply, Mapping):
             reply = ScriptedReply.from_dict(reply)
         completion = self._completion(reply, received)
@@ -290,6 +313,14 @@ class ModelStandIn:
         if dialect == "anthropic":
             return JSONResponse(to_anthropic_message(completion))
         return JSONResponse(to_openai_chat_completion(completion))
+
+
+class _AwaitableURL(str):
+    """A URL that `await` gives back unchanged (the server is already up)."""
+
+    def __await__(self) -> Generator[Any, None, str]:
+        yield from ()
+        return str(self)
 
 
 async def _aiter(events: Iterator[str]) -> AsyncIterator[str]:

@@ -42,6 +42,7 @@ __all__ = [
     "to_anthropic_stop_reason",
     "to_openai_chat_completion",
     "to_openai_finish_reason",
+    "tool_calls_from",
 ]
 
 
@@ -405,7 +406,9 @@ def parse_anthropic_response(data: Mapping[str, Any]) -> Completion:
 
 def _anthropic_system_text(system: Any) -> str:
     if isinstance(system, list):
-        return "".join(str(b.get("text", "")) if isinstance(b, Mapping) else str(b) for b in system)
+        return "\n\n".join(
+            str(b.get("text", "")) if isinstance(b, Mapping) else str(b) for b in system
+        )
     return str(system or "")
 
 
@@ -423,12 +426,20 @@ def anthropic_request_to_openai(body: Mapping[str, Any]) -> dict[str, Any]:
             messages.append({"role": role, "content": content})
             continue
         texts: list[str] = []
+        parts: list[dict[str, Any]] = []  # text and images, for a user turn
         calls: list[dict[str, Any]] = []
         results: list[dict[str, Any]] = []
         for block in content or []:
             kind = block.get("type")
             if kind == "text":
                 texts.append(str(block.get("text", "")))
+                parts.append({"type": "text", "text": texts[-1]})
+            elif kind == "image" and isinstance(block.get("source"), Mapping):
+                source = block["source"]
+                url = source.get("url") or (
+                    f"data:{source.get('media_type')};base64,{source.get('data', '')}"
+                )
+                parts.append({"type": "image_url", "image_url": {"url": url}})
             elif kind == "tool_use":
                 calls.append(
                     {
@@ -454,12 +465,14 @@ def anthropic_request_to_openai(body: Mapping[str, Any]) -> dict[str, Any]:
                 )
         messages.extend(results)  # tool results answer the previous assistant turn first
         if role == "assistant":
-            converted: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+            converted: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
             if calls:
                 converted["tool_calls"] = calls
             messages.append(converted)
-        elif texts:
-            messages.append({"role": role, "content": "".join(texts)})
+        elif len(parts) == 1 and parts[0]["type"] == "text":
+            messages.append({"role": role, "content": parts[0]["text"]})
+        elif parts:  # several blocks (e.g. a reminder and the prompt) stay separate parts
+            messages.append({"role": role, "content": parts})
     request: dict[str, Any] = {"model": body.get("model"), "messages": messages}
     for key in ("max_tokens", "temperature", "top_p"):
         if body.get(key) is not None:

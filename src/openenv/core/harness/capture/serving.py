@@ -49,7 +49,7 @@ class ThreadedServer:
         self.port = tcp.getsockname()[1]
         host = f"[{self.host}]" if family == socket.AF_INET6 else self.host
         self.url = f"http://{host}:{self.port}"
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="auto", access_log=False)
         server = uvicorn.Server(config)
         self._server = server
         self._thread = threading.Thread(
