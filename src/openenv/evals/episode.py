@@ -48,6 +48,12 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+def _refusal(exc: OpenEnvError) -> str:
+    """What the environment refused and why, with the validation details when it gave them."""
+    details = getattr(exc, "data", {}).get("errors")
+    return f"error: {exc}" + (f"\n{json.dumps(details, default=str)}" if details else "")
+
+
 def _visible(observation: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in observation.items() if k not in _HIDDEN_FIELDS}
 
@@ -153,7 +159,7 @@ class EnvEpisode:
         except OpenEnvError as exc:
             if exc.category != "client":
                 raise
-            return f"error: {exc}"  # a refused action: the model's to fix
+            return _refusal(exc)  # a refused action: the model's to fix
         observation = dict(result.observation or {})
         self.step_rewards.append(float(result.reward or 0.0))
         self.done = bool(result.done)
