@@ -146,3 +146,30 @@ def test_environment_killed_mid_episode_is_an_infrastructure_failure() -> None:
     assert result.status == "infrastructure_error", result
     assert result.reward is None
     assert report.mean_reward is None and report.infrastructure_failures == 1
+
+
+@pytest.mark.skipif(bool(missing("terminal_env")), reason=missing("terminal_env") or "")
+def test_mcp_environment_tools_drive_a_terminal_task() -> None:
+    # The model gets terminal_env's MCP tools (bash, submit); the verifier's verdict is the reward.
+    calls = [
+        ("bash", {"command": "ls"}),
+        ("bash", {"command": "echo 'Hello, world!' > hello.txt"}),
+        ("submit", {}),
+    ]
+    script = [ScriptedReply(tool_calls=[{"name": n, "arguments": a}]) for n, a in calls]
+    with serve("terminal_env.server.mcp_app:app") as server, ModelStandIn(script) as standin:
+        harness = EnvEvalHarness(
+            "terminal",
+            base_url=server.url,
+            model=OpenAIClient(base_url=standin.url, model="standin", max_retries=0),
+            tasks=["create-greeting"],
+        )
+        report = harness.evaluate()
+        tools = {t["function"]["name"] for t in standin.requests[0].body["tools"]}
+    assert {"bash", "submit"} <= tools
+    (result,) = report.results
+    assert result.status == "scored", result.error
+    assert result.reward == 1.0 and result.success and result.done
+    assert result.transcript is not None
+    assert "Hello, world!" in result.transcript[0]["content"]  # the task's instruction
+    assert result.step_rewards == [0.0, 0.0, 1.0]  # the verdict comes with the submit step
