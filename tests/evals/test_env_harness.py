@@ -173,3 +173,18 @@ def test_mcp_environment_tools_drive_a_terminal_task() -> None:
     assert result.transcript is not None
     assert "Hello, world!" in result.transcript[0]["content"]  # the task's instruction
     assert result.step_rewards == [0.0, 0.0, 1.0]  # the verdict comes with the submit step
+
+
+@pytest.mark.slow
+def test_environment_by_name_is_started_and_stopped() -> None:
+    # No base_url: AutoEnv starts the installed math_env for the evaluation and stops it after.
+    with ModelStandIn(math_answerer()) as standin:
+        harness = EnvEvalHarness(
+            "math",
+            model=OpenAIClient(base_url=standin.url, model="standin", max_retries=0),
+            tasks=[1, 2],
+        )
+        report = harness.evaluate()
+    assert [r.status for r in report.results] == ["scored", "scored"]
+    assert report.mean_reward == pytest.approx(3.0)  # three right answers, summed
+    assert harness.base_url is None
