@@ -111,3 +111,33 @@ def test_known_task_sets() -> None:
     by_id = {t.id: t for t in tasks}
     assert by_id["create-greeting"].reset_kwargs == {"task_id": "create-greeting"}
     assert by_id["create-greeting"].metadata["category"] == "files"
+
+
+def test_openenv_eval_interface() -> None:
+    # OpenEnv's openenv.core.evals: strict records, run_from_config keeps the config.
+    from pydantic import ValidationError
+
+    from openenv.core.evals import EvalConfig, EvalResult
+    from openenv.core.evals import EvalHarness as OpenEnvEvalHarness
+
+    config = EvalConfig(
+        harness_name="_Scripted",
+        harness_version="1",
+        library_versions={"openenv": "0.11"},
+        dataset="scripted",
+        eval_parameters={"tasks": [EvalTask("a", metadata={"outcome": 1.0})]},
+    )
+    with pytest.raises(ValidationError):
+        EvalConfig(**config.model_dump(), extra_field=1)
+    harness = _Scripted()
+    assert isinstance(harness, OpenEnvEvalHarness)
+    result = harness.run_from_config(config)
+    assert isinstance(result, EvalResult) and result.config == config
+    assert result.scores["mean_reward"] == 1.0 and result.scores["infrastructure_failures"] == 0
+
+    class OnlyRun(OpenEnvEvalHarness):  # written for OpenEnv: implements run alone
+        def run(self, harness_version, library_versions, dataset, eval_parameters):
+            return {"accuracy": 0.5, "dataset": dataset}
+
+    assert OnlyRun().name == "OnlyRun"
+    assert OnlyRun().run_from_config(config).scores == {"accuracy": 0.5, "dataset": "scripted"}

@@ -116,3 +116,27 @@ def test_inspect_cli_runs_the_registered_task(tmp_path: Path) -> None:
     assert stored.status == "success"
     (sample,) = stored.samples or []
     assert sample.scores["openenv_reward"].value == pytest.approx(3.0)  # the sum, by default
+
+
+def test_openenv_inspect_ai_harness_runs_the_registered_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openenv.core.evals import EvalConfig, InspectAIHarness
+
+    monkeypatch.setenv("STANDIN_API_KEY", "unused")
+    with serve("math_env.server.app:app") as server, ModelStandIn(math_answerer()) as standin:
+        config = EvalConfig(
+            harness_name="inspect_ai",
+            harness_version="0.3",
+            library_versions={},
+            dataset="openenv/openenv_task",
+            eval_parameters={
+                "model": "openai-api/standin/scripted",
+                "model_base_url": standin.url + "/v1",
+                "task_args": {"env": "math", "tasks": [1, 2], "base_url": server.url},
+            },
+        )
+        result = InspectAIHarness(log_dir=str(tmp_path)).run_from_config(config)
+    assert result.scores["mean"] == pytest.approx(3.0)
+    assert result.scores["success_rate"] == 1.0
+    assert list_eval_logs(str(tmp_path))

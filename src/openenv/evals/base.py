@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Union
 
 from openenv.core.errors import exception_message, is_infrastructure_error
+from openenv.core.evals.base import EvalHarness as _OpenEnvEvalHarness
 from openenv.core.llm_client import LLMUnavailableError
 
 __all__ = [
@@ -176,19 +177,32 @@ class EvalReport:
         return json.dumps(self.to_dict(), **kwargs)
 
 
-class EvalHarness(ABC):
+class EvalHarness(_OpenEnvEvalHarness, ABC):
     """Runs a model or agent over an environment's task set.
 
     Subclasses implement `run_task` (one episode; raise on failure, the harness classifies
     it) and may override `default_tasks`. `evaluate` runs tasks concurrently, bounded by
-    ``max_concurrency``, and one task's failure never stops the others.
+    ``max_concurrency``, and one task's failure never stops the others. It is also OpenEnv's
+    `openenv.core.evals.EvalHarness`: `run` / `run_from_config` evaluate and return the
+    aggregate as the scores.
     """
 
     max_concurrency: int = 4
 
-    @property
-    def name(self) -> str:
-        return type(self).__name__
+    def run(
+        self,
+        harness_version: str,
+        library_versions: dict[str, str],
+        dataset: str,
+        eval_parameters: dict[str, Any],
+    ) -> dict[str, Any]:
+        """OpenEnv's entry point: ``eval_parameters`` may give ``tasks`` and
+        ``max_concurrency``; the scores are `EvalReport.aggregate()`."""
+        del harness_version, library_versions, dataset  # recorded by run_from_config
+        report = self.evaluate(
+            eval_parameters.get("tasks"), max_concurrency=eval_parameters.get("max_concurrency")
+        )
+        return report.aggregate()
 
     def default_tasks(self) -> list[EvalTask]:
         """The task set used when `evaluate` is given none."""
