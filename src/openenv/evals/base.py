@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Union
 
+import httpx
+
 from openenv.core.errors import exception_message, is_infrastructure_error
 from openenv.core.evals.base import EvalHarness as _OpenEnvEvalHarness
 from openenv.core.llm_client import LLMUnavailableError
@@ -90,7 +92,7 @@ def normalize_tasks(tasks: Sequence[TaskSpec] | TaskSpec) -> list[EvalTask]:
 
 def classify_failure(exc: BaseException) -> TaskStatus:
     """``infrastructure_error`` for failures outside the model and the environment's logic."""
-    if isinstance(exc, LLMUnavailableError) or is_infrastructure_error(exc):
+    if isinstance(exc, (LLMUnavailableError, httpx.TransportError)) or is_infrastructure_error(exc):
         return "infrastructure_error"
     return "error"
 

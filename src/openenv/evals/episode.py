@@ -118,7 +118,9 @@ class EnvEpisode:
             self.is_mcp = True
             self.tools = [dict(tool) for tool in result["tools"]]
             return
-        async with httpx.AsyncClient(timeout=30.0) as http:
+        # The session's own headers: a server with an API key wants it on /schema too.
+        headers = dict(self._client.headers)
+        async with httpx.AsyncClient(timeout=30.0, headers=headers) as http:
             response = await http.get(f"{self.base_url}/schema")
             response.raise_for_status()
             self.tools = [_action_tool(response.json()["action"])]

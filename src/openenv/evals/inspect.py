@@ -79,6 +79,7 @@ def openenv_solver(
     system_prompt: str | None = None,
     reward_mode: RewardMode = "sum",
     success_threshold: float = 1.0,
+    client_kwargs: dict[str, Any] | None = None,
 ) -> Solver:
     """Play the sample's task on the environment at ``base_url`` with Inspect's model: each
     tool call is one step; stops when the environment is done, the model calls no tool, or
@@ -88,7 +89,9 @@ def openenv_solver(
         del generate  # the tools are the environment's: this loop calls them itself
         model = _get_model()
         reset_kwargs = dict(state.metadata.get("reset_kwargs") or {})
-        async with EnvEpisode(base_url, reward_mode=reward_mode) as episode:
+        async with EnvEpisode(
+            base_url, reward_mode=reward_mode, client_kwargs=client_kwargs
+        ) as episode:
             prompt = await episode.start(reset_kwargs)
             tools = [_tool_info(tool) for tool in episode.tools]
             messages: list[ChatMessage] = []
@@ -188,9 +191,11 @@ def openenv_task(
     system_prompt: str | None = None,
     reward_mode: RewardMode = "sum",
     success_threshold: float = 1.0,
+    client_kwargs: dict[str, Any] | None = None,
 ) -> Task:
     """The environment served at ``base_url`` as an Inspect task over ``tasks`` (task ids,
-    seeds, reset kwargs or `EvalTask`s; default: the shipped task set of ``env``)."""
+    seeds, reset kwargs or `EvalTask`s; default: the shipped task set of ``env``).
+    ``client_kwargs`` go to each session's `GenericEnvClient` (``api_key``, timeouts)."""
     if not base_url:
         raise ValueError(
             "openenv_task needs base_url=: the URL of the running environment server "
@@ -212,6 +217,7 @@ def openenv_task(
             system_prompt=system_prompt,
             reward_mode=reward_mode,
             success_threshold=success_threshold,
+            client_kwargs=client_kwargs,
         ),
         scorer=openenv_reward(),
         fail_on_error=False,
