@@ -141,3 +141,15 @@ def test_openenv_eval_interface() -> None:
 
     assert OnlyRun().name == "OnlyRun"
     assert OnlyRun().run_from_config(config).scores == {"accuracy": 0.5, "dataset": "scripted"}
+
+
+def test_importing_the_package_is_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, openenv.evals, openenv.core.evals; "
+        "print(sorted(m for m in ('inspect_ai', 'openenv.evals.env_harness') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
