@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -63,6 +65,10 @@ class AgentSandbox:
             ro_binds=ro_binds,
             env=dict(env or {}),
         )
+        # The agent's own state (sessions, caches) lives outside the workspace, so it never
+        # shows in the environment's files or diff.
+        self.home = Path(tempfile.mkdtemp(prefix="openenv-agent-home-"))
+        self.box.give_to_sandbox_user(self.home)
         present = {name: url for name, url in endpoints.items() if url}
         self.urls: dict[str, str] = {}
         self._forwards: list[tuple[int, str]] = []
@@ -89,9 +95,16 @@ class AgentSandbox:
         return relay_argv(self.box.python, self._forwards, command)
 
     def spawn(self, command: Sequence[str], *, env: Optional[Mapping[str, str]] = None) -> Any:
-        binds = [str(self.relay.folder)] if self.relay is not None else []
+        binds = [str(self.home)]
+        if self.relay is not None:
+            binds.append(str(self.relay.folder))
         try:
-            return self.box.spawn(self.argv(command), env=env, cwd=self.box.workspace, binds=binds)
+            return self.box.spawn(
+                self.argv(command),
+                env={"HOME": str(self.home), **(env or {})},
+                cwd=self.box.workspace,
+                binds=binds,
+            )
         except OSError as exc:
             raise HarnessStartupError(f"could not start the agent in its sandbox: {exc}") from exc
 
@@ -99,14 +112,18 @@ class AgentSandbox:
         self.box.close()
         if self.relay is not None:
             self.relay.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
-async def read_json_line(stream: Any, timeout_s: float) -> Optional[dict[str, Any]]:
+async def read_json_line(
+    stream: Any, timeout_s: float, *, deadline: Optional[float] = None
+) -> Optional[dict[str, Any]]:
     """The next JSON object line of `stream` (non-JSON lines are skipped); None at EOF.
-    Raises HarnessTurnTimeoutError after `timeout_s` (the caller then kills the process,
-    which ends the blocked read)."""
+    Raises HarnessTurnTimeoutError after `timeout_s`, or at `deadline` (the loop's clock) (the
+    caller then kills the process, which ends the blocked read)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
+    if deadline is None:
+        deadline = loop.time() + timeout_s
     while True:
         remaining = deadline - loop.time()
         if remaining <= 0:

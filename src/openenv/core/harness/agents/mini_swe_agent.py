@@ -9,6 +9,7 @@ the OpenAI chat dialect, through litellm.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tempfile
@@ -69,7 +70,7 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
                 "mini-swe-agent needs HarnessConfig.model_url (the capture proxy, or the model)"
             )
         try:
-            self._launch(working_directory)
+            await asyncio.to_thread(self._launch, working_directory)
             ready = await read_json_line(self._process.stdout, self.config.startup_timeout_s)
         except HarnessTurnTimeoutError as exc:
             await self.stop()
@@ -124,9 +125,11 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
             process.stdin.flush()
         except OSError as exc:
             raise agent_failed("mini-swe-agent stopped taking messages", process) from exc
+        timeout_s = self.config.session_timeout_s
+        deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
             try:
-                frame = await read_json_line(process.stdout, self.config.session_timeout_s)
+                frame = await read_json_line(process.stdout, timeout_s, deadline=deadline)
             except HarnessTurnTimeoutError:
                 await self.stop()
                 raise
