@@ -31,6 +31,7 @@ from ..protocol import (
 from . import log_redaction
 from .asgi import BodyTooLarge, read_body, replay
 from .config import ServerConfig
+from .harness_ws import HarnessSocket, builds_harness_environment
 from .http_errors import install_error_handlers, strict_json_routes
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
@@ -272,6 +273,9 @@ class HTTPEnvServer:
 
         if self.mode is ServerMode.SIMULATION:
             self._register_simulation_routes(app)
+        elif builds_harness_environment(self.manager.env_class):
+            # Talking to the agent harness is production use: a real user's messages.
+            app.add_api_websocket_route("/harness", HarnessSocket(self))
 
     def _register_simulation_routes(self, app: FastAPI) -> None:
         server = self

@@ -1,0 +1,124 @@
+"""The MCP server a harness reaches the environment's tools through (RFC 005).
+
+The harness is an outside agent: it gets the environment's tools over real MCP (streamable
+HTTP), under the names `resolve_tool_conflicts` gave them, and never the operations that drive
+the episode (`reset`, `step`, `state`, `close`): those stay with the trainer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from fastmcp import FastMCP
+from fastmcp.tools import Tool
+
+from ..env_server.mcp_types import RESERVED_TOOL_NAMES
+from .adapter import HarnessError
+
+#: The path the bridge serves MCP on.
+MCP_PATH = "/mcp"
+
+
+async def build_bridge_server(mcp_server: FastMCP, renames: dict[str, str]) -> FastMCP:
+    """The server to bridge: `mcp_server` itself when nothing is renamed (and no reserved name
+    slipped in), else a view that serves each tool under its injected name (`renames` maps
+    injected name -> source name) and leaves out `reset`/`step`/`state`/`close`."""
+    tools = {tool.name: tool for tool in await mcp_server.list_tools()}
+    missing = sorted(source for source in renames.values() if source not in tools)
+    if missing:
+        raise HarnessError(f"cannot bridge tools {missing}: the environment has no such tools")
+    if not renames and not (set(tools) & RESERVED_TOOL_NAMES):
+        return mcp_server
+    injected_for = {source: injected for injected, source in renames.items()}
+    view = FastMCP(name=f"{mcp_server.name} (harness bridge)")
+    for name, tool in tools.items():
+        if name in RESERVED_TOOL_NAMES:
+            continue
+        view.add_tool(Tool.from_tool(tool, name=injected_for.get(name, name)))
+    return view
+
+
+class HarnessMCPBridge:
+    """Serves a FastMCP server's tools to a harness over MCP streamable HTTP, from uvicorn on
+    a daemon thread: on an ephemeral loopback port, or on a Unix socket (`uds`) that a relay
+    makes reachable inside a sandbox with no network."""
+
+    def __init__(
+        self, mcp_server: FastMCP, host: str = "127.0.0.1", *, uds: Optional[str] = None
+    ) -> None:
+        self.mcp_server = mcp_server
+        self.host = host
+        self.uds = uds
+        self._server: Any = None
+        self._thread: Optional[threading.Thread] = None
+        self._url: Optional[str] = None
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> Optional[str]:
+        """The MCP URL while serving (with `uds`, the host part is nominal), else None."""
+        return self._url
+
+    def start(self, timeout_s: float = 10.0, *, uds: Optional[str] = None) -> str:
+        """Serve, and return the MCP URL; a second call returns the same URL."""
+        import uvicorn
+
+        with self._lock:
+            if self._url is not None:
+                return self._url
+            if uds is not None:
+                self.uds = uds
+            if self.uds is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.uds)
+            app = self.mcp_server.http_app(path=MCP_PATH)
+            config = uvicorn.Config(
+                app,
+                host=self.host,
+                port=0,
+                uds=self.uds,
+                log_level="warning",
+                lifespan="on",
+                access_log=False,
+            )
+            server = uvicorn.Server(config)
+            thread = threading.Thread(target=server.run, name="harness-mcp-bridge", daemon=True)
+            thread.start()
+            deadline = time.monotonic() + timeout_s
+            while not server.started:
+                if not thread.is_alive() or time.monotonic() > deadline:
+                    server.should_exit = True
+                    thread.join(timeout=1.0)
+                    raise HarnessError(
+                        f"the harness MCP bridge did not start within {timeout_s:g}s"
+                    )
+                time.sleep(0.01)
+            self._server, self._thread = server, thread
+            if self.uds is not None:
+                os.chmod(self.uds, 0o600)
+                self._url = f"http://localhost{MCP_PATH}"
+            else:
+                port = server.servers[0].sockets[0].getsockname()[1]
+                self._url = f"http://{self.host}:{port}{MCP_PATH}"
+            return self._url
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop serving; idempotent. Raises HarnessError if the server thread does not end."""
+        with self._lock:
+            server, thread = self._server, self._thread
+            self._server = self._thread = self._url = None
+            if server is None or thread is None:
+                return
+            server.should_exit = True
+            thread.join(timeout=timeout_s)
+            if self.uds is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    Path(self.uds).unlink()
+            if thread.is_alive():
+                server.force_exit = True
+                raise HarnessError(f"the harness MCP bridge did not stop within {timeout_s:g}s")
