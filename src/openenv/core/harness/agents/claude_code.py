@@ -1,12 +1,14 @@
 """Claude Code (npm `@anthropic-ai/claude-code`) as an RFC 005 harness.
 
-Each turn is one `claude -p MESSAGE --output-format stream-json --verbose` in an
-`openenv.sandbox.Sandbox` on the episode's working folder; turns after the first pass
-`--resume <session id>`, so the conversation carries over (Claude Code keeps it in its HOME,
-a private folder outside the workspace). The environment's tools reach it as the MCP server
-`env` (`--mcp-config`, type http, the bridge); its model calls go to `config.model_url` (the
-capture proxy) in the Anthropic dialect. Telemetry, auto-update and other non-essential
-traffic are off; under bubblewrap there is no network but the relays anyway.
+One long-lived `claude -p --input-format stream-json --output-format stream-json --verbose`
+per episode, in an `openenv.sandbox.Sandbox` on the episode's working folder: each turn is one
+user message written to it, and ends with its `result` line. One process keeps everything a
+session has (`--resume` would restore the messages but not, e.g., which files were read, which
+its Edit tool requires). Its HOME is a private folder outside the workspace. The
+environment's tools reach it as the MCP server `env` (`--mcp-config`, type http, the bridge);
+its model calls go to `config.model_url` (the capture proxy) in the Anthropic dialect.
+Telemetry, auto-update and other non-essential traffic are off; under bubblewrap there is no
+network but the relays anyway.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def find_claude(explicit: Optional[str] = None) -> Optional[str]:
 
 
 class ClaudeCodeAdapter(AgenticHarnessAdapter):
-    """Claude Code, one resumed session per episode (see the module docstring).
+    """Claude Code, one long-lived session per episode (see the module docstring).
 
     `config.command`, when given, is the `claude` executable (and any extra arguments);
     `config.model` the model name it asks for; `config.api_key_env_var` names the host
@@ -109,7 +111,6 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
         self._session_id: Optional[str] = None
         self._process: Any = None
         self._real_executable = ""
-        self._started = False
 
     async def inject_tools(self, tools: list[Any], bridge_url: Optional[str] = None) -> None:
         # Claude Code lists the bridge's tools itself over MCP.
@@ -128,13 +129,18 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
                 "set OPENENV_CLAUDE_CODE to its `claude` executable"
             )
         try:
-            self._sandbox, self._real_executable = await asyncio.to_thread(
+            sandbox, self._real_executable = await asyncio.to_thread(
                 self._prepare, working_directory, executable
             )
         except Exception as exc:
             raise HarnessStartupError(f"could not make Claude Code's sandbox: {exc}") from exc
+        self._sandbox = sandbox
+        try:
+            self._process = sandbox.spawn(self._argv(), env=self._env())
+        except BaseException:
+            await self.stop()
+            raise
         self._session_id = None
-        self._started = True
 
     def _prepare(self, working_directory: str, executable: str) -> tuple[AgentSandbox, str]:
         real = Path(executable).resolve()  # the npm shim's target: its folder is bound in
@@ -147,10 +153,10 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
         )
         return sandbox, str(real)
 
-    def _argv(self, message: str) -> list[str]:
+    def _argv(self) -> list[str]:
         assert self._sandbox is not None
-        argv = [self._real_executable, *self.config.command[1:]]
-        argv += ["-p", message, "--output-format", "stream-json", "--verbose"]
+        argv = [self._real_executable, *self.config.command[1:], "-p", "--verbose"]
+        argv += ["--input-format", "stream-json", "--output-format", "stream-json"]
         argv += ["--model", self.config.model or DEFAULT_MODEL]
         argv += ["--permission-mode", "acceptEdits", "--strict-mcp-config"]
         allowed = list(self.ALLOWED_TOOLS)
@@ -159,8 +165,6 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
             argv += ["--mcp-config", json.dumps({"mcpServers": servers})]
             allowed.append(f"mcp__{MCP_SERVER_NAME}")
         argv += ["--allowedTools", ",".join(allowed)]
-        if self._session_id:
-            argv += ["--resume", self._session_id]
         return argv
 
     def _env(self) -> dict[str, str]:
@@ -174,10 +178,15 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
         }
 
     async def send_message_streaming(self, message: str) -> AsyncIterator[HarnessEvent]:
-        if not self._started or self._sandbox is None:
+        process = self._process
+        if process is None or not process.alive():
             raise HarnessNotRunningError("Claude Code is not running: call start() first")
-        process = self._process = self._sandbox.spawn(self._argv(message), env=self._env())
-        process.stdin.close()
+        frame = {"type": "user", "message": {"role": "user", "content": message}}
+        try:
+            process.stdin.write((json.dumps(frame) + "\n").encode())
+            process.stdin.flush()
+        except OSError as exc:
+            raise agent_failed("Claude Code stopped taking messages", process) from exc
         yield HarnessEvent(
             type=HarnessEventType.LLM_REQUEST,
             data={
@@ -189,23 +198,18 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
         timeout_s = self.config.session_timeout_s
         deadline = asyncio.get_running_loop().time() + timeout_s
         tool_names: dict[str, str] = {}
-        try:
-            while True:
-                try:
-                    frame = await read_json_line(process.stdout, timeout_s, deadline=deadline)
-                except HarnessTurnTimeoutError:
-                    await self.stop()
-                    raise
-                if frame is None:
-                    raise agent_failed("Claude Code exited without a result", process)
-                for event in self._events_of(frame, tool_names):
-                    yield event
-                    if event.type == HarnessEventType.TURN_COMPLETE:
-                        return
-        finally:
-            process.kill()
-            if self._process is process:
-                self._process = None
+        while True:
+            try:
+                line = await read_json_line(process.stdout, timeout_s, deadline=deadline)
+            except HarnessTurnTimeoutError:
+                await self.stop()
+                raise
+            if line is None:
+                raise agent_failed("Claude Code exited during the turn", process)
+            for event in self._events_of(line, tool_names):
+                yield event
+                if event.type == HarnessEventType.TURN_COMPLETE:
+                    return
 
     def _events_of(self, frame: dict[str, Any], tool_names: dict[str, str]) -> list[HarnessEvent]:
         """HarnessEvents for one line of Claude Code's stream-json."""
@@ -290,11 +294,9 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
         return events
 
     async def is_alive(self) -> bool:
-        # Between turns nothing runs: the session is alive while the sandbox is.
-        return self._started and self._sandbox is not None
+        return self._process is not None and self._process.alive()
 
     async def stop(self) -> None:
-        self._started = False
         process, self._process = self._process, None
         if process is not None:
             process.kill()

@@ -37,6 +37,7 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
 
     `sandbox_backend`: None picks bubblewrap when usable (see `openenv.sandbox`).
     `step_limit`: model calls allowed in one turn before it ends without an answer.
+    `model_attempts`: tries of one model call before the turn fails (an infrastructure error).
     """
 
     BUILTIN_TOOL_NAMES: ClassVar[frozenset[str]] = frozenset({"bash"})
@@ -48,11 +49,13 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
         sandbox_backend: Optional[str] = None,
         step_limit: int = 30,
         command_timeout_s: int = 60,
+        model_attempts: int = 3,
     ) -> None:
         super().__init__(config or HarnessConfig(name="mini-swe-agent"))
         self.sandbox_backend = sandbox_backend
         self.step_limit = step_limit
         self.command_timeout_s = command_timeout_s
+        self.model_attempts = model_attempts
         self._tools: list[dict[str, Any]] = []
         self._bridge_url: Optional[str] = None
         self._sandbox: Optional[AgentSandbox] = None
@@ -109,6 +112,7 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
             "api_key_env_var": self.config.api_key_env_var,
             "step_limit": self.step_limit,
             "command_timeout_s": self.command_timeout_s,
+            "model_attempts": self.model_attempts,
             "tools": [t for t in self._tools if "mcp" in sandbox.urls],
         }
         command = [sandbox.box.python, "-m", "openenv.core.harness.agents.mini_swe_driver"]

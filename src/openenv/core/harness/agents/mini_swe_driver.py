@@ -45,6 +45,9 @@ class TurnDriver:
     def __init__(self, settings: dict[str, Any], emit: Any) -> None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         os.environ.setdefault("MSWEA_COST_TRACKING", "ignore_errors")
+        # mini-swe-agent retries a failed model call 10 times with waits up to a minute; the
+        # capture proxy already reports upstream failures, so fail the turn sooner.
+        os.environ["MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT"] = str(settings.get("model_attempts", 3))
         from minisweagent.environments.local import LocalEnvironment
         from minisweagent.models.litellm_model import LitellmModel
 

@@ -35,7 +35,11 @@ async def _run(url: str, argv: Sequence[str]) -> int:
             return 0
         result = await client.call_tool_mcp(argv[0], _arguments(argv[1:]))
         print(_text_of(result.content))
-        return 1 if result.isError else 0
+        # mcp renamed `isError` to `is_error`; the old name still works, with a warning.
+        failed = getattr(result, "is_error", None)
+        if failed is None:
+            failed = getattr(result, "isError", False)
+        return 1 if failed else 0
 
 
 def _arguments(rest: Sequence[str]) -> dict[str, Any]:
