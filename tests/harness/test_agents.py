@@ -10,6 +10,7 @@ bridge. The reward is the repository environment's own grade of the agent's fix.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -34,6 +35,10 @@ FIXED = f"    if not isinstance(n, int):\n        {RAISE}\n"
 SOURCE = "src/roman/__init__.py"
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="repo_env needs git")
+needs_mini = pytest.mark.skipif(
+    importlib.util.find_spec("minisweagent") is None,
+    reason="mini-swe-agent is not installed (the dev group and the `harness` extra have it)",
+)
 
 
 def _descendants() -> list[str]:
@@ -150,6 +155,7 @@ def _bash(command: str) -> ScriptedReply:
 
 @pytest.mark.slow
 @needs_git
+@needs_mini
 def test_mini_swe_agent_fixes_the_repo_over_two_turns(repo: Any) -> None:
     fix = (
         "sed -i '/if not isinstance(n, int):/{n;s/pass/"
@@ -204,7 +210,7 @@ def test_mini_swe_agent_fixes_the_repo_over_two_turns(repo: Any) -> None:
 
 
 @pytest.mark.slow
-@needs_git
+@needs_mini
 def test_mini_swe_agent_model_failure_is_an_infrastructure_error(tmp_path: Path) -> None:
     with ModelStandIn([]) as model:  # an exhausted script answers HTTP 500
         config = HarnessConfig(name="m", model_url=model.url, startup_timeout_s=120)
@@ -288,3 +294,23 @@ def test_claude_code_fixes_the_repo_over_two_turns(repo: Any) -> None:
     assert _agent_processes() == []
     # Claude Code's own state stayed out of the repository.
     assert not (_workspace(repo) / ".claude").exists()
+
+
+@pytest.mark.slow
+@needs_claude
+def test_claude_code_model_failure_is_an_infrastructure_error(tmp_path: Path) -> None:
+    with ModelStandIn([]) as model:  # an exhausted script answers HTTP 500
+        config = HarnessConfig(name="claude-code", model_url=model.url, model="standin")
+        adapter = ClaudeCodeAdapter(config, model_attempts=1)
+
+        async def go() -> None:
+            await adapter.start(str(tmp_path))
+            try:
+                with pytest.raises(HarnessError, match="model call failed"):
+                    await adapter.send_message("hello")
+            finally:
+                await adapter.stop()
+
+        asyncio.run(go())
+        assert len(model.requests) == 1
+    assert _agent_processes() == []

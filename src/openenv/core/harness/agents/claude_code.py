@@ -102,10 +102,17 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
     )
 
     def __init__(
-        self, config: Optional[HarnessConfig] = None, *, sandbox_backend: Optional[str] = None
+        self,
+        config: Optional[HarnessConfig] = None,
+        *,
+        sandbox_backend: Optional[str] = None,
+        model_attempts: int = 3,
     ) -> None:
+        """`model_attempts`: tries of one model call before the turn fails (an infrastructure
+        error); Claude Code's own default retries for minutes."""
         super().__init__(config or HarnessConfig(name="claude-code"))
         self.sandbox_backend = sandbox_backend
+        self.model_attempts = model_attempts
         self._bridge_url: Optional[str] = None
         self._sandbox: Optional[AgentSandbox] = None
         self._session_id: Optional[str] = None
@@ -175,6 +182,7 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
             **_QUIET_ENV,
             "ANTHROPIC_BASE_URL": self._sandbox.urls["model"],
             "ANTHROPIC_API_KEY": key or "openenv-harness",
+            "CLAUDE_CODE_MAX_RETRIES": str(max(0, self.model_attempts - 1)),
         }
 
     async def send_message_streaming(self, message: str) -> AsyncIterator[HarnessEvent]:
