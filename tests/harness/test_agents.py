@@ -1,15 +1,16 @@
 """The real agents (mini-swe-agent, Claude Code) as harnesses, end to end.
 
-Each runs in its sandbox against `ModelStandIn`, which stands in for a paid model API (no
-model or key exists here): its script plays the model's side of a two-turn conversation on the
-repository environment's `roman-1` task (a bug in `toRoman`), wrapped as a
-`HarnessEnvironment` whose MCP tools (run_tests, submit, ...) the agent reaches through the
-bridge. The reward is the repository environment's own grade of the agent's fix.
+Each runs in its sandbox and calls the capture proxy, in front of `ModelStandIn`, which stands
+in for a paid model API (no model or key exists here): its script plays the model's side of a
+two-turn conversation on the repository environment's `roman-1` task (a bug in `toRoman`),
+wrapped as a `HarnessEnvironment` whose MCP tools (run_tests, submit, ...) the agent reaches
+through the bridge. The reward is the repository environment's own grade of the agent's fix.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -24,6 +25,7 @@ from openenv.core.harness import HarnessConfig, HarnessError
 from openenv.core.harness.agents._common import AgentSandbox
 from openenv.core.harness.agents.claude_code import ClaudeCodeAdapter, find_claude
 from openenv.core.harness.agents.mini_swe_agent import MiniSweAgentAdapter
+from openenv.core.harness.capture import CaptureServer
 from openenv.core.harness.environment import HarnessAction, HarnessEnvironment
 from openenv.sandbox import choose_backend
 from openenv.testing.model_standin import ModelStandIn, ScriptedReply
@@ -33,6 +35,7 @@ BUGGY = "    if not isinstance(n, int):\n        pass\n"
 RAISE = 'raise NotIntegerError("decimals cannot be converted")'
 FIXED = f"    if not isinstance(n, int):\n        {RAISE}\n"
 SOURCE = "src/roman/__init__.py"
+SESSION = "episode-1"
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="repo_env needs git")
 needs_mini = pytest.mark.skipif(
@@ -88,6 +91,14 @@ def _grade(repo: Any) -> dict[str, Any]:
     grade = repo.state.grade
     assert grade is not None, "the agent never submitted"
     return grade
+
+
+@contextlib.contextmanager
+def _model_behind_capture(script: list[ScriptedReply]) -> Iterator[tuple[ModelStandIn, Any]]:
+    """The stand-in, and the capture proxy in front of it with session `SESSION` registered."""
+    with ModelStandIn(script) as model, CaptureServer(llm_url=model.url) as capture:
+        capture.register_session(SESSION)
+        yield model, capture
 
 
 def _run_two_turns(harness: HarnessEnvironment, first: str, second: str) -> list[Any]:
@@ -169,11 +180,13 @@ def test_mini_swe_agent_fixes_the_repo_over_two_turns(repo: Any) -> None:
         _bash("openenv-tool submit"),
         ScriptedReply(text="Fixed and submitted."),
     ]
-    with ModelStandIn(script) as model:
+    with _model_behind_capture(script) as (model, capture):
         config = HarnessConfig(
             name="mini-swe-agent",
             working_directory=str(_workspace(repo)),
-            model_url=model.url,
+            model_url=capture.url,
+            api_key_env_var="CAPTURE_SESSION",
+            env_vars={"CAPTURE_SESSION": SESSION},
             model="standin",
             startup_timeout_s=120,
             session_timeout_s=300,
@@ -186,6 +199,7 @@ def test_mini_swe_agent_fixes_the_repo_over_two_turns(repo: Any) -> None:
         finally:
             harness.close()
         requests = model.requests
+        calls = capture.drain(SESSION)
 
     assert one.metadata["response"] == "toRoman lets non-integers through."
     assert [c["arguments"]["command"] for c in _tool_calls(one)] == [look]
@@ -204,6 +218,9 @@ def test_mini_swe_agent_fixes_the_repo_over_two_turns(repo: Any) -> None:
     second_turn = requests[2].body["messages"]
     assert any(m.get("content") == "toRoman lets non-integers through." for m in second_turn)
     assert second_turn[-1] == {"role": "user", "content": "Fix it, then submit."}
+    # The proxy recorded every call under the episode's session.
+    assert [c.response_text for c in calls if not c.tool_calls][-1] == "Fixed and submitted."
+    assert len(calls) == len(script)
     # The system prompt told it about the injected tools.
     assert "openenv-tool" in requests[0].body["messages"][0]["content"]
     assert _agent_processes() == []
@@ -260,11 +277,13 @@ def test_claude_code_fixes_the_repo_over_two_turns(repo: Any) -> None:
         ScriptedReply(tool_calls=[{"name": "mcp__env__submit", "arguments": {}}]),
         ScriptedReply(text="Fixed and submitted."),
     ]
-    with ModelStandIn(script) as model:
+    with _model_behind_capture(script) as (model, capture):
         config = HarnessConfig(
             name="claude-code",
             working_directory=str(_workspace(repo)),
-            model_url=model.url,
+            model_url=capture.url,
+            api_key_env_var="CAPTURE_SESSION",
+            env_vars={"CAPTURE_SESSION": SESSION},
             model="standin",
             session_timeout_s=300,
         )
@@ -276,6 +295,7 @@ def test_claude_code_fixes_the_repo_over_two_turns(repo: Any) -> None:
         finally:
             harness.close()
         requests = model.requests
+        calls = capture.drain(SESSION)
 
     assert one.metadata["response"] == "toRoman lets non-integers through."
     assert [c["tool_name"] for c in _tool_calls(one)] == ["Read"]
@@ -290,7 +310,8 @@ def test_claude_code_fixes_the_repo_over_two_turns(repo: Any) -> None:
     assert "toRoman lets non-integers through." in texts
     # The environment's tools were offered to the model through the bridge.
     assert "mcp__env__submit" in {t["name"] for t in requests[0].body.get("tools", [])}
-    assert all(r.dialect == "anthropic" for r in requests)
+    assert len(calls) == len(script)
+    assert all(c.dialect == "anthropic" and c.error is None for c in calls)
     assert _agent_processes() == []
     # Claude Code's own state stayed out of the repository.
     assert not (_workspace(repo) / ".claude").exists()

@@ -165,6 +165,15 @@ def tool_summaries(tools: Sequence[Any]) -> list[dict[str, Any]]:
     return summaries
 
 
+def session_key(config: Any) -> str:
+    """The API key the agent sends: the value of `config.api_key_env_var` (the capture session
+    id), from `config.env_vars` or the host's environment; "" when there is none."""
+    variable = config.api_key_env_var
+    if not variable:
+        return ""
+    return str(config.env_vars.get(variable) or os.environ.get(variable, ""))
+
+
 def agent_failed(message: str, process: Any = None) -> HarnessError:
     tail = stderr_tail(process)
     return HarnessError(f"{message}: {tail}" if tail else message)
@@ -175,6 +184,7 @@ __all__ = [
     "agent_failed",
     "agent_limits",
     "read_json_line",
+    "session_key",
     "stderr_tail",
     "tool_summaries",
 ]

@@ -30,7 +30,7 @@ from ..adapter import (
 )
 from ..config import HarnessConfig
 from ..events import HarnessEvent, HarnessEventType
-from ._common import AgentSandbox, agent_failed, read_json_line
+from ._common import AgentSandbox, agent_failed, read_json_line, session_key
 
 #: The MCP server name the environment's tools appear under (`mcp__env__<tool>`).
 MCP_SERVER_NAME = "env"
@@ -176,8 +176,7 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
 
     def _env(self) -> dict[str, str]:
         assert self._sandbox is not None
-        key_variable = self.config.api_key_env_var
-        key = os.environ.get(key_variable, "") if key_variable else ""
+        key = session_key(self.config)
         return {
             **_QUIET_ENV,
             "ANTHROPIC_BASE_URL": self._sandbox.urls["model"],

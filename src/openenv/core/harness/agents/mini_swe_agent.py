@@ -26,7 +26,8 @@ from ..adapter import (
 )
 from ..config import HarnessConfig
 from ..events import HarnessEvent, HarnessEventType
-from ._common import AgentSandbox, agent_failed, read_json_line, tool_summaries
+from ._common import AgentSandbox, agent_failed, read_json_line, session_key, tool_summaries
+from .mini_swe_driver import KEY_VARIABLE
 from .tool_cli import URL_VARIABLE
 
 DEFAULT_MODEL = "model"
@@ -102,14 +103,16 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
         )
         script.chmod(0o755)
         self._tool_folder.chmod(0o755)
-        env = {"PATH": f"{self._tool_folder}:/usr/local/bin:/usr/bin:/bin"}
+        env = {
+            "PATH": f"{self._tool_folder}:/usr/local/bin:/usr/bin:/bin",
+            KEY_VARIABLE: session_key(self.config) or "openenv-harness",
+        }
         if "mcp" in sandbox.urls:
             env[URL_VARIABLE] = sandbox.urls["mcp"]
         settings = {
             "cwd": sandbox.box.workspace,
             "model": self.config.model or DEFAULT_MODEL,
             "model_url": sandbox.urls["model"],
-            "api_key_env_var": self.config.api_key_env_var,
             "step_limit": self.step_limit,
             "command_timeout_s": self.command_timeout_s,
             "model_attempts": self.model_attempts,

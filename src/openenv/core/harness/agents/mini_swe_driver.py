@@ -17,6 +17,8 @@ import os
 import sys
 from typing import IO, Any
 
+#: The sandbox variable holding the API key the agent sends (the capture session id).
+KEY_VARIABLE = "OPENENV_MODEL_API_KEY"
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 SYSTEM_PROMPT = """You are a helpful assistant that works on a computer through a bash tool.
@@ -54,7 +56,7 @@ class TurnDriver:
         self.emit = emit
         self.cwd = settings["cwd"]
         self.step_limit = int(settings.get("step_limit", 30))
-        api_key = os.environ.get(settings.get("api_key_env_var") or "", "") or "unused"
+        api_key = os.environ.get(KEY_VARIABLE) or "unused"
         self.model = LitellmModel(
             model_name=f"openai/{settings['model']}",
             model_kwargs={
