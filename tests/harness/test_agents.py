@@ -84,7 +84,7 @@ def repo() -> Iterator[Any]:
 
 def _workspace(repo: Any) -> Path:
     # The repository environment's episode folder: the agent works on the same files.
-    return Path(repo._box.host_workspace)
+    return Path(repo.host_workspace)
 
 
 def _grade(repo: Any) -> dict[str, Any]:
