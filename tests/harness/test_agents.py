@@ -15,6 +15,8 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -335,3 +337,19 @@ def test_claude_code_model_failure_is_an_infrastructure_error(tmp_path: Path) ->
         asyncio.run(go())
         assert len(model.requests) == 1
     assert _agent_processes() == []
+
+
+@pytest.mark.slow
+@needs_git
+@needs_mini
+def test_the_docs_worked_example_runs() -> None:
+    """docs/harness.md's worked example, as written, gives the reward it promises."""
+    text = (Path(__file__).parents[2] / "docs" / "harness.md").read_text()
+    start = text.index("```python\n", text.index("## Worked example")) + len("```python\n")
+    code = text[start : text.index("```", start)]
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "model calls recorded: 5" in result.stdout
+    assert "reward: 1.0" in result.stdout
