@@ -146,7 +146,8 @@ print(json.dumps({{"relayed": models, "model_direct": connect("127.0.0.1", {host
                   "outside": connect("192.0.2.1", 80)}}))
 """
             process = sandbox.spawn([sandbox.box.python, "-c", probe])
-            out, err = process.process.communicate(timeout=60)
+            out = process.stdout.read().decode()
+            err = process.stderr_tail()
             process.kill()
         finally:
             sandbox.close()

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -35,6 +36,43 @@ def agent_limits() -> Any:
         max_file_mb=512,
         network=False,
     )
+
+
+class AgentProcess:
+    """A sandboxed agent process whose stderr is drained as it comes (a full pipe would stall
+    the agent mid-turn); its end is kept for error messages."""
+
+    def __init__(self, process: Any, keep_bytes: int = 8192) -> None:
+        self.process = process
+        self._keep = keep_bytes
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._drain, name="openenv-agent-stderr", daemon=True).start()
+
+    @property
+    def stdin(self) -> Any:
+        return self.process.stdin
+
+    @property
+    def stdout(self) -> Any:
+        return self.process.stdout
+
+    def alive(self) -> bool:
+        return bool(self.process.alive())
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def _drain(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := self.process.stderr.read1(4096):
+                with self._lock:
+                    self._tail += chunk
+                    del self._tail[: -self._keep]
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        with self._lock:
+            return bytes(self._tail[-limit:]).decode("utf-8", "replace").strip()
 
 
 class AgentSandbox:
@@ -94,12 +132,14 @@ class AgentSandbox:
             return list(command)
         return relay_argv(self.box.python, self._forwards, command)
 
-    def spawn(self, command: Sequence[str], *, env: Optional[Mapping[str, str]] = None) -> Any:
+    def spawn(
+        self, command: Sequence[str], *, env: Optional[Mapping[str, str]] = None
+    ) -> AgentProcess:
         binds = [str(self.home)]
         if self.relay is not None:
             binds.append(str(self.relay.folder))
         try:
-            return self.box.spawn(
+            process = self.box.spawn(
                 self.argv(command),
                 env={"HOME": str(self.home), **(env or {})},
                 cwd=self.box.workspace,
@@ -107,6 +147,7 @@ class AgentSandbox:
             )
         except OSError as exc:
             raise HarnessStartupError(f"could not start the agent in its sandbox: {exc}") from exc
+        return AgentProcess(process)
 
     def close(self) -> None:
         self.box.close()
@@ -144,15 +185,6 @@ async def read_json_line(
                 return value
 
 
-def stderr_tail(process: Any, limit: int = 2000) -> str:
-    """The end of a dead process's stderr, for an error message."""
-    if process is None or process.alive():
-        return ""
-    with contextlib.suppress(Exception):
-        return process.stderr.read()[-limit:].decode("utf-8", "replace").strip()
-    return ""
-
-
 def tool_summaries(tools: Sequence[Any]) -> list[dict[str, Any]]:
     """Name, description and input schema of MCP tools given as objects or dicts."""
     summaries = []
@@ -174,17 +206,18 @@ def session_key(config: Any) -> str:
     return str(config.env_vars.get(variable) or os.environ.get(variable, ""))
 
 
-def agent_failed(message: str, process: Any = None) -> HarnessError:
-    tail = stderr_tail(process)
+def agent_failed(message: str, process: Optional[AgentProcess] = None) -> HarnessError:
+    """A HarnessError saying what the agent printed last before it failed."""
+    tail = process.stderr_tail() if process is not None else ""
     return HarnessError(f"{message}: {tail}" if tail else message)
 
 
 __all__ = [
+    "AgentProcess",
     "AgentSandbox",
     "agent_failed",
     "agent_limits",
     "read_json_line",
     "session_key",
-    "stderr_tail",
     "tool_summaries",
 ]
