@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +24,12 @@ from typing import Any
 
 import pytest
 
-from openenv.core.harness import HarnessConfig, HarnessError
+from openenv.core.harness import (
+    HarnessConfig,
+    HarnessError,
+    HarnessNotRunningError,
+    HarnessStartupError,
+)
 from openenv.core.harness.agents._common import AgentSandbox
 from openenv.core.harness.agents.claude_code import ClaudeCodeAdapter, find_claude
 from openenv.core.harness.agents.mini_swe_agent import MiniSweAgentAdapter
@@ -127,23 +133,32 @@ def _tool_calls(observation: Any) -> list[dict[str, Any]]:
 def test_sandboxed_agent_reaches_only_its_two_endpoints(tmp_path: Path) -> None:
     if choose_backend(None) != "bubblewrap":
         pytest.skip("only bubblewrap isolates the network (the process backend connects directly)")
+    workspace = tmp_path / "workspace"
+    host_socket = tmp_path / "host.sock"  # a host Unix socket, outside anything bound in
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(host_socket))
+    listener.listen()
+    os.chmod(host_socket, 0o777)
     with ModelStandIn([]) as model, ModelStandIn([]) as other:
-        sandbox = AgentSandbox(tmp_path, {"model": model.url, "mcp": None})
+        sandbox = AgentSandbox(workspace, {"model": model.url, "mcp": None})
+        model_port, other_port = (int(server.url.rsplit(":", 1)[1]) for server in (model, other))
         try:
-            host_port = int(model.url.rsplit(":", 1)[1])
-            other_port = int(other.url.rsplit(":", 1)[1])
             probe = f"""
 import json, socket, urllib.request
-def connect(host, port):
+def connect(address):
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
     try:
-        socket.create_connection((host, port), timeout=3).close()
+        with socket.socket(family) as s:
+            s.settimeout(3)
+            s.connect(address)
         return "open"
     except OSError as exc:
         return type(exc).__name__
 models = urllib.request.urlopen({sandbox.urls["model"] + "/v1/models"!r}, timeout=10).status
-print(json.dumps({{"relayed": models, "model_direct": connect("127.0.0.1", {host_port}),
-                  "other_server": connect("127.0.0.1", {other_port}),
-                  "outside": connect("192.0.2.1", 80)}}))
+print(json.dumps({{"relayed": models, "model_direct": connect(("127.0.0.1", {model_port})),
+                  "other_server": connect(("127.0.0.1", {other_port})),
+                  "host_socket": connect({str(host_socket)!r}),
+                  "outside": connect(("192.0.2.1", 80))}}))
 """
             process = sandbox.spawn([sandbox.box.python, "-c", probe])
             out = process.stdout.read().decode()
@@ -151,13 +166,41 @@ print(json.dumps({{"relayed": models, "model_direct": connect("127.0.0.1", {host
             process.kill()
         finally:
             sandbox.close()
+            listener.close()
     result = json.loads(out)
     assert result["relayed"] == 200, err
-    # The host's own loopback (where every server listens) is another namespace's.
+    # The host's loopback (where every server listens) is another namespace's; nothing else
+    # of the host's is bound in.
     assert result["model_direct"] != "open"
     assert result["other_server"] != "open"
+    assert result["host_socket"] != "open"
     assert result["outside"] != "open"
-    assert not Path(sandbox.relay.folder).exists() if sandbox.relay else True
+    assert sandbox.relay is not None and not sandbox.relay.folder.exists()
+
+
+def test_adapters_refuse_turns_before_start_and_a_missing_model_url(tmp_path: Path) -> None:
+    async def go() -> None:
+        for adapter in (MiniSweAgentAdapter(), ClaudeCodeAdapter()):
+            with pytest.raises(HarnessNotRunningError):
+                await adapter.send_message("hello")
+            with pytest.raises(HarnessStartupError, match="model_url"):
+                await adapter.start(str(tmp_path))
+            assert not await adapter.is_alive()
+            await adapter.stop()
+
+    asyncio.run(go())
+
+
+def test_openenv_tool_reports_bad_usage(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openenv.core.harness.agents import tool_cli
+
+    assert tool_cli.main(["submit"]) == 2  # no bridge URL: the usage
+    assert "openenv-tool NAME" in capsys.readouterr().err
+    monkeypatch.setenv(tool_cli.URL_VARIABLE, "http://127.0.0.1:9/mcp")
+    assert tool_cli.main(["submit", "[1, 2]"]) == 2
+    assert "must be a JSON object" in capsys.readouterr().err
 
 
 # -- mini-swe-agent ----------------------------------------------------------------------------

@@ -27,13 +27,14 @@ def _text_of(content: Sequence[Any]) -> str:
 async def _run(url: str, argv: Sequence[str]) -> int:
     from fastmcp import Client
 
+    arguments = _arguments(argv[1:]) if argv[0] != "--list" else {}
     async with Client(url) as client:
         if argv[0] == "--list":
             for tool in await client.list_tools():
                 print(f"{tool.name}: {tool.description or ''}".rstrip())
                 print(f"  arguments: {json.dumps(tool.inputSchema.get('properties', {}))}")
             return 0
-        result = await client.call_tool_mcp(argv[0], _arguments(argv[1:]))
+        result = await client.call_tool_mcp(argv[0], arguments)
         print(_text_of(result.content))
         # mcp renamed `isError` to `is_error`; the old name still works, with a warning.
         failed = getattr(result, "is_error", None)
