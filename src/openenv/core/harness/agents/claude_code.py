@@ -68,12 +68,19 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
     variable holding the key it sends (the capture session key), else a placeholder.
     """
 
+    #: Its tools across 2.x releases. (Claude Code itself namespaces MCP tools as
+    #: `mcp__env__<name>`, so these matter for `resolve_tool_conflicts`' contract only.)
     BUILTIN_TOOL_NAMES: ClassVar[frozenset[str]] = frozenset(
         {
             "Bash",
             "BashOutput",
+            "CronCreate",
+            "CronDelete",
+            "CronList",
             "Edit",
+            "EnterWorktree",
             "ExitPlanMode",
+            "ExitWorktree",
             "Glob",
             "Grep",
             "KillShell",
@@ -81,11 +88,22 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
             "NotebookEdit",
             "NotebookRead",
             "Read",
+            "ReportFindings",
+            "ScheduleWakeup",
+            "SendMessage",
+            "Skill",
             "SlashCommand",
             "Task",
+            "TaskCreate",
+            "TaskGet",
+            "TaskList",
+            "TaskOutput",
+            "TaskStop",
+            "TaskUpdate",
             "TodoWrite",
             "WebFetch",
             "WebSearch",
+            "Workflow",
             "Write",
         }
     )
