@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from openenv.core.harness import (
     HarnessError,
     HarnessNotRunningError,
     HarnessStartupError,
+    HarnessTurnTimeoutError,
 )
 from openenv.core.harness.agents._common import AgentSandbox
 from openenv.core.harness.agents.claude_code import ClaudeCodeAdapter, find_claude
@@ -285,6 +287,35 @@ def test_mini_swe_agent_model_failure_is_an_infrastructure_error(tmp_path: Path)
                 with pytest.raises(HarnessError, match="mini-swe-agent failed"):
                     await adapter.send_message("hello")
             finally:
+                await adapter.stop()
+
+        asyncio.run(go())
+    assert _agent_processes() == []
+
+
+@pytest.mark.slow
+@needs_mini
+def test_mini_swe_agent_turn_timeout_stops_everything(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    def stuck_model(request: Any) -> ScriptedReply:
+        release.wait(60)  # a model that does not answer within the turn's time
+        return ScriptedReply(text="too late")
+
+    with ModelStandIn(stuck_model) as model:
+        config = HarnessConfig(
+            name="m", model_url=model.url, startup_timeout_s=120, session_timeout_s=3
+        )
+        adapter = MiniSweAgentAdapter(config)
+
+        async def go() -> None:
+            await adapter.start(str(tmp_path))
+            try:
+                with pytest.raises(HarnessTurnTimeoutError):
+                    await adapter.send_message("hello")
+                assert not await adapter.is_alive()
+            finally:
+                release.set()
                 await adapter.stop()
 
         asyncio.run(go())
