@@ -193,6 +193,12 @@ class RepoEnvironment(MCPEnvironment):
         return observation
 
     @property
+    def host_workspace(self) -> Optional[Path]:
+        """The host folder holding the episode's repository (None before the first reset): an
+        agent harness sandboxed on it works on the files the tools and the grader see."""
+        return self._box.host_workspace if self._box is not None else None
+
+    @property
     def state(self) -> RepoState:
         return self._state
 
