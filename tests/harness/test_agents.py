@@ -228,13 +228,12 @@ def test_mini_swe_agent_fixes_the_repo_over_two_turns(repo: Any) -> None:
         _bash("openenv-tool submit"),
         ScriptedReply(text="Fixed and submitted."),
     ]
-    with _model_behind_capture(script) as (model, capture):
+    # HarnessEnvironment puts its own recording proxy in front of the model URL.
+    with ModelStandIn(script) as model:
         config = HarnessConfig(
             name="mini-swe-agent",
             working_directory=str(_workspace(repo)),
-            model_url=capture.url,
-            api_key_env_var="CAPTURE_SESSION",
-            env_vars={"CAPTURE_SESSION": SESSION},
+            model_url=model.url,
             model="standin",
             startup_timeout_s=120,
             session_timeout_s=300,
@@ -247,7 +246,8 @@ def test_mini_swe_agent_fixes_the_repo_over_two_turns(repo: Any) -> None:
         finally:
             harness.close()
         requests = model.requests
-        calls = capture.drain(SESSION)
+    calls = one.metadata["model_calls"] + two.metadata["model_calls"]
+    assert calls == harness.model_calls
 
     assert one.metadata["response"] == "toRoman lets non-integers through."
     assert [c["arguments"]["command"] for c in _tool_calls(one)] == [look]
@@ -267,8 +267,12 @@ def test_mini_swe_agent_fixes_the_repo_over_two_turns(repo: Any) -> None:
     assert any(m.get("content") == "toRoman lets non-integers through." for m in second_turn)
     assert second_turn[-1] == {"role": "user", "content": "Fix it, then submit."}
     # The proxy recorded every call under the episode's session.
-    assert [c.response_text for c in calls if not c.tool_calls][-1] == "Fixed and submitted."
+    assert len(one.metadata["model_calls"]) == 2
+    assert [c["response_text"] for c in calls if not c["tool_calls"]][-1] == (
+        "Fixed and submitted."
+    )
     assert len(calls) == len(script)
+    assert all(c["error"] is None and c["duration_s"] >= 0 for c in calls)
     # The system prompt told it about the injected tools.
     assert "openenv-tool" in requests[0].body["messages"][0]["content"]
     assert _agent_processes() == []
@@ -364,7 +368,10 @@ def test_claude_code_fixes_the_repo_over_two_turns(repo: Any) -> None:
             model="standin",
             session_timeout_s=300,
         )
-        harness = HarnessEnvironment(ClaudeCodeAdapter(config), mcp=repo.mcp_server)
+        # The URL already is a recording proxy (the test's own): no second one in front of it.
+        harness = HarnessEnvironment(
+            ClaudeCodeAdapter(config), mcp=repo.mcp_server, capture_model_calls=False
+        )
         try:
             one, two = _run_two_turns(
                 harness, "What is wrong with toRoman?", "Fix it, then submit."

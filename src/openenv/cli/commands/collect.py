@@ -298,6 +298,13 @@ def register(app: typer.Typer) -> None:
             str(result.num_skipped),
         )
         console.print(table)
+        dropped = [r for r in result.dropped_rewards if r is not None]
+        if dropped:
+            console.print(
+                f"dropped by the filter: {len(dropped)} episodes, rewards mean "
+                f"{number(sum(dropped) / len(dropped))} (min {number(min(dropped))}, "
+                f"max {number(max(dropped))}); --keep-losses or --min-reward keep them"
+            )
         console.print(f"results: {serializer.results_path}")
         if not no_dataset:
             try:

@@ -208,6 +208,8 @@ class CollectResult:
     #: failures as {episode_id: error}.
     rewards: list[float | None] = field(default_factory=list)
     failures: dict[str, str] = field(default_factory=dict)
+    #: Rewards of the episodes the filter dropped (played to the end, not kept).
+    dropped_rewards: list[float | None] = field(default_factory=list)
 
     def reward_summary(self) -> dict[str, Any]:
         scored = [r for r in self.rewards if r is not None]
@@ -338,6 +340,7 @@ class CollectRunner:
                     result.failures[episode_id] = record.error or "failed"
                 elif record.status == STATUS_DROPPED:
                     result.num_dropped += 1
+                    result.dropped_rewards.append(record.reward)
                 else:
                     result.num_collected += 1
                     result.rewards.append(record.reward)

@@ -8,16 +8,23 @@ Unlike OpenEnv, a turn that fails because the harness crashed or ran out of time
 its observation has `reward=None` and `metadata["category"] == "infrastructure"` (the same
 category the project's errors carry), so a trainer drops or retries the episode instead of
 learning from a reward of 0 the agent never earned.
+
+Every model call of the harness goes through a recording proxy (`capture.CaptureServer`) that
+the environment starts in front of `config.model_url`: the agent is given the proxy's URL and a
+per-episode session key instead of the trainer's endpoint and key, and each turn's observation
+carries the turn's calls (`metadata["model_calls"]`: messages, tool calls, usage, timing, and
+token ids and logprobs when the endpoint returns them), so a rollout can be trained on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from fastmcp import FastMCP
 
@@ -35,6 +42,9 @@ from .bridge import HarnessMCPBridge, build_bridge_server
 from .events import HarnessEvent, HarnessEventType, events_to_metadata
 from .tools import resolve_tool_conflicts
 
+if TYPE_CHECKING:
+    from .capture import CaptureServer
+
 #: Where a turn's events go as they happen (the `/harness` WebSocket sets it for its turns).
 EventSink = Callable[[HarnessEvent], Awaitable[None]]
 turn_event_sink: ContextVar[Optional[EventSink]] = ContextVar("turn_event_sink", default=None)
@@ -42,6 +52,9 @@ turn_event_sink: ContextVar[Optional[EventSink]] = ContextVar("turn_event_sink",
 #: `metadata["error_type"]` of a failed turn.
 HARNESS_CRASHED = "harness_crashed"
 TURN_TIMEOUT = "turn_timeout"
+
+#: The variable that holds the agent's key to the recording proxy (its capture session id).
+CAPTURE_KEY_VARIABLE = "OPENENV_CAPTURE_SESSION"
 
 
 class HarnessAction(Action):
@@ -57,7 +70,8 @@ class HarnessEnvironment(MCPEnvironment):
     `HarnessAction` is one turn, bounded by `config.session_timeout_s` (or the step's
     `timeout_s`); `ListToolsAction` / `CallToolAction` still reach the tools directly. The
     rubric scores every successful turn, and a trajectory rubric the whole episode when a turn
-    ends it.
+    ends it. `capture_model_calls` (on by default) puts the recording proxy in front of
+    `config.model_url` (see the module docstring); turn it off only when the URL already is one.
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = False
@@ -68,6 +82,8 @@ class HarnessEnvironment(MCPEnvironment):
         mcp: Optional[FastMCP] = None,
         rubric: Any = None,
         transform: Any = None,
+        *,
+        capture_model_calls: bool = True,
     ) -> None:
         super().__init__(
             mcp if mcp is not None else FastMCP(name="harness-environment"),
@@ -79,6 +95,12 @@ class HarnessEnvironment(MCPEnvironment):
         self._state = State(episode_id=None, step_count=0)
         self._trajectory: list[HarnessEvent] = []
         self._running = False
+        self._capture_enabled = capture_model_calls
+        self._capture: Optional[CaptureServer] = None
+        self._capture_session: Optional[str] = None
+        self._model_calls: list[dict[str, Any]] = []
+        #: The configuration the user gave (the adapter's is rewritten to use the proxy).
+        self._given_config = adapter.config
 
     # -- episode -------------------------------------------------------------------------
 
@@ -90,6 +112,11 @@ class HarnessEnvironment(MCPEnvironment):
     def trajectory(self) -> list[HarnessEvent]:
         """Every event of the episode so far (copies)."""
         return [event.model_copy(deep=True) for event in self._trajectory]
+
+    @property
+    def model_calls(self) -> list[dict[str, Any]]:
+        """Every model call of the episode so far, as the recording proxy saw it."""
+        return [dict(call) for call in self._model_calls]
 
     @property
     def bridge_url(self) -> Optional[str]:
@@ -106,6 +133,7 @@ class HarnessEnvironment(MCPEnvironment):
         await self._stop_harness()
         self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
         self._trajectory = []
+        self._model_calls = []
         await self._reset_rubric_async()  # the server does it too; in process, this does
         # Mode-specific tools are not on the FastMCP server, so they are never bridged.
         tools = [tool for tool in await self.list_tools() if tool.name not in self._mode_tools]
@@ -121,6 +149,7 @@ class HarnessEnvironment(MCPEnvironment):
                 bridge = HarnessMCPBridge(await build_bridge_server(self.mcp_server, renames))
                 self._bridge = bridge
                 url = await asyncio.to_thread(bridge.start)
+            await self._route_model_calls()
             await self.adapter.inject_tools(resolved, url)
             await self.adapter.start(self.adapter.config.working_directory)
         except BaseException:
@@ -136,6 +165,41 @@ class HarnessEnvironment(MCPEnvironment):
             },
         )
 
+    async def _route_model_calls(self) -> None:
+        """Point the harness at the recording proxy, under a session of its own per episode."""
+        given = self._given_config
+        if not self._capture_enabled or not given.model_url:
+            return
+        if self._capture is None:
+            from .capture import CaptureServer
+
+            # The trainer's key (if any) goes upstream only; the agent never sees it.
+            variable = given.api_key_env_var
+            upstream_key = (
+                given.env_vars.get(variable) or os.environ.get(variable) if variable else None
+            )
+            capture = CaptureServer(llm_url=given.model_url, api_key=upstream_key or None)
+            await asyncio.to_thread(capture.start)
+            self._capture = capture
+        session = f"episode-{uuid.uuid4().hex}"
+        self._capture.register_session(session)
+        self._capture_session = session
+        self.adapter.config = given.model_copy(
+            update={
+                "model_url": self._capture.url,
+                "api_key_env_var": CAPTURE_KEY_VARIABLE,
+                "env_vars": {**given.env_vars, CAPTURE_KEY_VARIABLE: session},
+            }
+        )
+
+    def _drain_model_calls(self) -> list[dict[str, Any]]:
+        """The calls made since the last drain (this turn's), kept for the episode too."""
+        if self._capture is None or self._capture_session is None:
+            return []
+        calls = [call.to_dict() for call in self._capture.drain(self._capture_session)]
+        self._model_calls.extend(calls)
+        return calls
+
     async def _stop_harness(self) -> None:
         self._running = False
         bridge, self._bridge = self._bridge, None
@@ -144,6 +208,10 @@ class HarnessEnvironment(MCPEnvironment):
         finally:
             if bridge is not None:
                 await asyncio.to_thread(bridge.stop)
+            session, self._capture_session = self._capture_session, None
+            if session is not None and self._capture is not None:
+                self._model_calls.extend(call.to_dict() for call in self._capture.drain(session))
+                self._capture.unregister_session(session)
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -212,6 +280,7 @@ class HarnessEnvironment(MCPEnvironment):
                 "response": str(last.get("response", "")),
                 "turn_events": events_to_metadata(events),
                 "turn_number": self._state.step_count,
+                "model_calls": self._drain_model_calls(),
             },
         )
         if self.rubric is not None:
@@ -231,6 +300,7 @@ class HarnessEnvironment(MCPEnvironment):
         )
         events.append(error)
         self._trajectory.append(error)
+        calls = self._drain_model_calls()
         if sink is not None:  # the client learns first; stopping may take the grace period
             with contextlib.suppress(Exception):
                 await sink(error)
@@ -247,6 +317,7 @@ class HarnessEnvironment(MCPEnvironment):
                 "category": "infrastructure",
                 # What happened before the failure is kept, with the error last.
                 "turn_events": events_to_metadata(events),
+                "model_calls": calls,
             },
         )
 
@@ -256,4 +327,7 @@ class HarnessEnvironment(MCPEnvironment):
         try:
             run_coroutine_sync(self._stop_harness())
         finally:
+            capture, self._capture = self._capture, None
+            if capture is not None:
+                capture.stop()
             super().close()
