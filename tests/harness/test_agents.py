@@ -435,3 +435,50 @@ def test_the_docs_worked_example_runs() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "model calls recorded: 5" in result.stdout
     assert "reward: 1.0" in result.stdout
+
+
+@pytest.mark.slow
+@needs_mini
+def test_mini_swe_agent_black_box_rollouts_for_a_trainer(tmp_path: Path) -> None:
+    """`build_harness_rollout_func` with no model step: the real agent plays each episode on
+    the session's tools, and the rollout carries the environment's reward and the model calls
+    the recording proxy saw (token ids included, as the stand-in returns them)."""
+    from openenv.core.harness import AgentHarnessAdapter, build_harness_rollout_func
+
+    from .test_blackbox import Factory
+
+    script = [
+        ScriptedReply(
+            tool_calls=[
+                {"name": "bash", "arguments": {"command": 'openenv-tool add \'{"a": 2, "b": 3}\''}}
+            ],
+            token_ids=[11, 12],
+            logprobs=[-0.5, -0.25],
+        ),
+        ScriptedReply(text="The sum is 5.", token_ids=[13], logprobs=[-0.125]),
+    ]
+    factory = Factory()
+    with ModelStandIn(script) as model:
+
+        def agent() -> MiniSweAgentAdapter:
+            config = HarnessConfig(
+                name="mini-swe-agent",
+                working_directory=str(tmp_path),
+                model_url=model.url,
+                model="standin",
+                startup_timeout_s=120,
+                session_timeout_s=300,
+            )
+            return MiniSweAgentAdapter(config)
+
+        rollout = build_harness_rollout_func(
+            session_factory=factory, harness_adapter=AgentHarnessAdapter(agent)
+        )
+        out = rollout(["Add 2 and 3 with the add tool."], None)
+
+    assert out["infra_failed"] == [False], out["rollout_errors"]
+    assert out["env_reward"] == [1.0]
+    assert factory.sessions[0].calls == [{"a": 2, "b": 3}]
+    assert out["completion_ids"] == [[11, 12, 13]]
+    assert out["logprobs"] == [[-0.5, -0.25, -0.125]]
+    assert _agent_processes() == []

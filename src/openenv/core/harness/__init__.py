@@ -51,6 +51,7 @@ _LAZY = {
     "TrainableSession": ".rollout",
     "TraceEntry": ".rollout",
     "RolloutInfrastructureError": ".rollout",
+    "AgentHarnessAdapter": ".blackbox",
     "TrainingTurn": ".training",
     "TrainingTrace": ".training",
 }

@@ -636,14 +636,16 @@ def build_harness_rollout_func(
     *,
     session_factory: Any,
     harness_adapter: HarnessAdapter,
-    model_step_builder: Callable[[Any, ResourceSession], ModelStep],
+    model_step_builder: Callable[[Any, ResourceSession], ModelStep] | None = None,
     limits: HarnessRunLimits | None = None,
     reward_key: str = "env_reward",
     max_concurrency: int = 1,
     infra_retries: int = 0,
     on_infra_failure: Literal["report", "raise"] = "report",
 ) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
-    """A TRL `rollout_func(prompts, trainer)`: one white-box episode per prompt.
+    """A TRL `rollout_func(prompts, trainer)`: one episode per prompt, white-box (the trainer's
+    model through `model_step_builder`) or, with no `model_step_builder`, black-box (the
+    harness's own agent, e.g. `blackbox.AgentHarnessAdapter`).
 
     Returns `prompt_ids`, `completion_ids`, `logprobs`, `<reward_key>`, `verify_metrics` (as
     OpenEnv) plus `infra_failed` (bool per prompt) and `rollout_errors` (message or None).
@@ -670,10 +672,14 @@ def build_harness_rollout_func(
         episode = _Episode()
         try:
             try:
-                model_step = model_step_builder(trainer, session)
-                rollout = harness_adapter.run_white_box(
-                    model_step=model_step, session=session, limits=limits
-                )
+                if model_step_builder is None:
+                    rollout = harness_adapter.run_black_box(session=session, limits=limits)
+                else:
+                    rollout = harness_adapter.run_white_box(
+                        model_step=model_step_builder(trainer, session),
+                        session=session,
+                        limits=limits,
+                    )
                 verify = session.verify(
                     transcript=rollout.messages, final_state=rollout_final_state(rollout)
                 )
