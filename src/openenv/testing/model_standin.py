@@ -63,7 +63,7 @@ from openenv.core.harness.capture.dialects import (
     to_openai_chat_completion,
     tool_calls_from,
 )
-from openenv.core.harness.capture.serving import ThreadedServer
+from openenv.core.harness.capture.serving import BackgroundServing, ThreadedServer
 
 __all__ = ["ModelStandIn", "ScriptedReply", "StandInRequest"]
 
@@ -112,7 +112,7 @@ class ScriptExhaustedError(RuntimeError):
     pass
 
 
-class ModelStandIn:
+class ModelStandIn(BackgroundServing):
     """A scripted OpenAI/Anthropic-compatible model server on loopback, run in a thread."""
 
     def __init__(
@@ -147,18 +147,6 @@ class ModelStandIn:
         """Serve from a background thread; returns the URL (also awaitable, so async tests
         may write ``await standin.start()``: the server has its own thread and loop)."""
         return _AwaitableURL(self._server.start(timeout_s))
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    close = stop
-
-    def __enter__(self) -> ModelStandIn:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     async def astart(self, timeout_s: float = 30.0) -> str:
         """`start` without blocking the running event loop."""

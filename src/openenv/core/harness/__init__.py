@@ -4,8 +4,7 @@ rollouts, a TRL `rollout_func`). Names load on first use: importing this package
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from openenv._lazy import lazy_exports
 
 _LAZY = {
     # RFC 005: the harness inside the environment
@@ -59,14 +58,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

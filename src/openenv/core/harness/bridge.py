@@ -7,18 +7,15 @@ the episode (`reset`, `step`, `state`, `close`): those stay with the trainer.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
-import time
-from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from fastmcp import FastMCP
 from fastmcp.tools import Tool
 
 from ..env_server.mcp_types import RESERVED_TOOL_NAMES
 from .adapter import HarnessError
+from .capture.serving import ThreadedServer
 
 #: The path the bridge serves MCP on.
 MCP_PATH = "/mcp"
@@ -54,8 +51,7 @@ class HarnessMCPBridge:
         self.mcp_server = mcp_server
         self.host = host
         self.uds = uds
-        self._server: Any = None
-        self._thread: Optional[threading.Thread] = None
+        self._server: Optional[ThreadedServer] = None
         self._url: Optional[str] = None
         self._lock = threading.Lock()
 
@@ -66,61 +62,35 @@ class HarnessMCPBridge:
 
     def start(self, timeout_s: float = 10.0, *, uds: Optional[str] = None) -> str:
         """Serve, and return the MCP URL; a second call returns the same URL."""
-        import uvicorn
-
         with self._lock:
             if self._url is not None:
                 return self._url
             if uds is not None:
                 self.uds = uds
-            if self.uds is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.uds)
-            app = self.mcp_server.http_app(path=MCP_PATH)
-            config = uvicorn.Config(
-                app,
+            server = ThreadedServer(
+                self.mcp_server.http_app(path=MCP_PATH),
                 host=self.host,
-                port=0,
                 uds=self.uds,
-                log_level="warning",
-                lifespan="on",
-                access_log=False,
+                tcp=self.uds is None,
+                uds_mode=0o600,
                 # An MCP client that keeps a stream open must not hold up `stop()`.
-                timeout_graceful_shutdown=2,
+                graceful_s=2,
             )
-            server = uvicorn.Server(config)
-            thread = threading.Thread(target=server.run, name="harness-mcp-bridge", daemon=True)
-            thread.start()
-            deadline = time.monotonic() + timeout_s
-            while not server.started:
-                if not thread.is_alive() or time.monotonic() > deadline:
-                    server.should_exit = True
-                    thread.join(timeout=1.0)
-                    raise HarnessError(
-                        f"the harness MCP bridge did not start within {timeout_s:g}s"
-                    )
-                time.sleep(0.01)
-            self._server, self._thread = server, thread
-            if self.uds is not None:
-                os.chmod(self.uds, 0o600)
-                self._url = f"http://localhost{MCP_PATH}"
-            else:
-                port = server.servers[0].sockets[0].getsockname()[1]
-                self._url = f"http://{self.host}:{port}{MCP_PATH}"
+            try:
+                base = server.start(timeout_s)
+            except (RuntimeError, TimeoutError, OSError) as exc:
+                raise HarnessError(f"the harness MCP bridge did not start: {exc}") from exc
+            self._server = server
+            self._url = base + MCP_PATH
             return self._url
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop serving; idempotent. Raises HarnessError if the server thread does not end."""
         with self._lock:
-            server, thread = self._server, self._thread
-            self._server = self._thread = self._url = None
-            if server is None or thread is None:
+            server, self._server, self._url = self._server, None, None
+            if server is None:
                 return
-            server.should_exit = True
-            thread.join(timeout=timeout_s)
-            if self.uds is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    Path(self.uds).unlink()
-            if thread.is_alive():
-                server.force_exit = True
+            thread = server._thread
+            server.stop(timeout_s)
+            if thread is not None and thread.is_alive():
                 raise HarnessError(f"the harness MCP bridge did not stop within {timeout_s:g}s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from typing import Optional
 
@@ -44,3 +45,11 @@ class HarnessConfig(BaseModel):
         if not value.strip():
             raise ValueError("a harness needs a name")
         return value
+
+    def api_key(self) -> str:
+        """The value of `api_key_env_var`, from `env_vars` or else the host's environment;
+        "" when no variable is named or it is unset."""
+        variable = self.api_key_env_var
+        if not variable:
+            return ""
+        return str(self.env_vars.get(variable) or os.environ.get(variable, ""))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -174,11 +173,7 @@ class HarnessEnvironment(MCPEnvironment):
             from .capture import CaptureServer
 
             # The trainer's key (if any) goes upstream only; the agent never sees it.
-            variable = given.api_key_env_var
-            upstream_key = (
-                given.env_vars.get(variable) or os.environ.get(variable) if variable else None
-            )
-            capture = CaptureServer(llm_url=given.model_url, api_key=upstream_key or None)
+            capture = CaptureServer(llm_url=given.model_url, api_key=given.api_key() or None)
             await asyncio.to_thread(capture.start)
             self._capture = capture
         session = f"episode-{uuid.uuid4().hex}"

@@ -3,8 +3,7 @@ model endpoint and the MCP bridge reachable (see `relay`)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from openenv._lazy import lazy_exports
 
 _LAZY = {
     "ClaudeCodeAdapter": ".claude_code",
@@ -14,10 +13,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -185,6 +185,24 @@ async def read_json_line(
                 return value
 
 
+async def turn_frames(
+    process: AgentProcess, timeout_s: float, stop: Callable[[], Awaitable[None]], agent: str
+) -> AsyncIterator[dict[str, Any]]:
+    """The JSON lines the agent prints during one turn, within `timeout_s` in all: on a timeout
+    `stop` ends the agent and HarnessTurnTimeoutError is raised; an agent that exits mid-turn
+    raises HarnessError with what it printed last."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            frame = await read_json_line(process.stdout, timeout_s, deadline=deadline)
+        except HarnessTurnTimeoutError:
+            await stop()
+            raise
+        if frame is None:
+            raise agent_failed(f"{agent} exited during the turn", process)
+        yield frame
+
+
 def tool_summaries(tools: Sequence[Any]) -> list[dict[str, Any]]:
     """Name, description and input schema of MCP tools given as objects or dicts."""
     summaries = []
@@ -197,13 +215,12 @@ def tool_summaries(tools: Sequence[Any]) -> list[dict[str, Any]]:
     return summaries
 
 
-def session_key(config: Any) -> str:
-    """The API key the agent sends: the value of `config.api_key_env_var` (the capture session
-    id), from `config.env_vars` or the host's environment; "" when there is none."""
-    variable = config.api_key_env_var
-    if not variable:
-        return ""
-    return str(config.env_vars.get(variable) or os.environ.get(variable, ""))
+def stop_agent(process: Optional[AgentProcess], sandbox: Optional[AgentSandbox]) -> None:
+    """Kill the agent, then its sandbox (and everything left in it)."""
+    if process is not None:
+        process.kill()
+    if sandbox is not None:
+        sandbox.close()
 
 
 def agent_failed(message: str, process: Optional[AgentProcess] = None) -> HarnessError:
@@ -218,6 +235,7 @@ __all__ = [
     "agent_failed",
     "agent_limits",
     "read_json_line",
-    "session_key",
+    "stop_agent",
     "tool_summaries",
+    "turn_frames",
 ]

@@ -26,11 +26,10 @@ from ..adapter import (
     HarnessError,
     HarnessNotRunningError,
     HarnessStartupError,
-    HarnessTurnTimeoutError,
 )
 from ..config import HarnessConfig
 from ..events import HarnessEvent, HarnessEventType
-from ._common import AgentSandbox, agent_failed, read_json_line, session_key
+from ._common import AgentSandbox, agent_failed, stop_agent, turn_frames
 
 #: The MCP server name the environment's tools appear under (`mcp__env__<tool>`).
 MCP_SERVER_NAME = "env"
@@ -194,7 +193,7 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
 
     def _env(self) -> dict[str, str]:
         assert self._sandbox is not None
-        key = session_key(self.config)
+        key = self.config.api_key()
         return {
             **_QUIET_ENV,
             "ANTHROPIC_BASE_URL": self._sandbox.urls["model"],
@@ -220,17 +219,9 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
                 "session_id": self._session_id,
             },
         )
-        timeout_s = self.config.session_timeout_s
-        deadline = asyncio.get_running_loop().time() + timeout_s
         tool_names: dict[str, str] = {}
-        while True:
-            try:
-                line = await read_json_line(process.stdout, timeout_s, deadline=deadline)
-            except HarnessTurnTimeoutError:
-                await self.stop()
-                raise
-            if line is None:
-                raise agent_failed("Claude Code exited during the turn", process)
+        timeout_s = self.config.session_timeout_s
+        async for line in turn_frames(process, timeout_s, self.stop, "Claude Code"):
             for event in self._events_of(line, tool_names):
                 yield event
                 if event.type == HarnessEventType.TURN_COMPLETE:
@@ -323,9 +314,6 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
 
     async def stop(self) -> None:
         process, self._process = self._process, None
-        if process is not None:
-            process.kill()
         sandbox, self._sandbox = self._sandbox, None
-        if sandbox is not None:
-            sandbox.close()
+        stop_agent(process, sandbox)
         self._session_id = None

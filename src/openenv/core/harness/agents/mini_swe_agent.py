@@ -26,7 +26,14 @@ from ..adapter import (
 )
 from ..config import HarnessConfig
 from ..events import HarnessEvent, HarnessEventType
-from ._common import AgentSandbox, agent_failed, read_json_line, session_key, tool_summaries
+from ._common import (
+    AgentSandbox,
+    agent_failed,
+    read_json_line,
+    stop_agent,
+    tool_summaries,
+    turn_frames,
+)
 from .mini_swe_driver import KEY_VARIABLE
 from .tool_cli import URL_VARIABLE
 
@@ -105,7 +112,7 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
         self._tool_folder.chmod(0o755)
         env = {
             "PATH": f"{self._tool_folder}:/usr/local/bin:/usr/bin:/bin",
-            KEY_VARIABLE: session_key(self.config) or "openenv-harness",
+            KEY_VARIABLE: self.config.api_key() or "openenv-harness",
         }
         if "mcp" in sandbox.urls:
             env[URL_VARIABLE] = sandbox.urls["mcp"]
@@ -133,15 +140,7 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
         except OSError as exc:
             raise agent_failed("mini-swe-agent stopped taking messages", process) from exc
         timeout_s = self.config.session_timeout_s
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while True:
-            try:
-                frame = await read_json_line(process.stdout, timeout_s, deadline=deadline)
-            except HarnessTurnTimeoutError:
-                await self.stop()
-                raise
-            if frame is None:
-                raise agent_failed("mini-swe-agent exited during the turn", process)
+        async for frame in turn_frames(process, timeout_s, self.stop, "mini-swe-agent"):
             kind = frame.get("type")
             data = frame.get("data") or {}
             if kind == "fatal":
@@ -159,11 +158,8 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
 
     async def stop(self) -> None:
         process, self._process = self._process, None
-        if process is not None:
-            process.kill()
         sandbox, self._sandbox = self._sandbox, None
-        if sandbox is not None:
-            sandbox.close()
+        stop_agent(process, sandbox)
         folder, self._tool_folder = self._tool_folder, None
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)

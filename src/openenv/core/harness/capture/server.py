@@ -48,7 +48,7 @@ from openenv.core.harness.capture.dialects import (
     to_openai_chat_completion,
     to_openai_finish_reason,
 )
-from openenv.core.harness.capture.serving import ThreadedServer
+from openenv.core.harness.capture.serving import BackgroundServing, ThreadedServer
 from openenv.core.harness.events import HarnessEvent, HarnessEventType
 from openenv.core.llm_client import (
     AnthropicClient,
@@ -567,7 +567,7 @@ def create_app(
     return app
 
 
-class CaptureServer:
+class CaptureServer(BackgroundServing):
     """The capture proxy served from a background thread (TCP, plus a Unix socket if ``uds``).
 
     ```python
@@ -615,21 +615,6 @@ class CaptureServer:
     @property
     def port(self) -> int:
         return self._server.port
-
-    def start(self, timeout_s: float = 30.0) -> str:
-        return self._server.start(timeout_s)
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    close = stop
-
-    def __enter__(self) -> CaptureServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def on_call(self) -> Callable[[ModelCall], None] | None:
