@@ -124,9 +124,12 @@ class HostRelay:
     async def _close_servers(self) -> None:
         for server in self._servers:
             server.close()
-        for task in asyncio.all_tasks():
-            if task is not asyncio.current_task():
-                task.cancel()
+        tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        # Let the connections' handlers finish closing before the loop stops.
+        if tasks:
+            await asyncio.wait(tasks, timeout=2)
 
     def stop(self) -> None:
         """Idempotent: closes the sockets, ends the thread and removes the folder."""
