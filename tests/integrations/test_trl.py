@@ -1,0 +1,218 @@
+"""Real GRPO steps with TRL against a served math environment: a tiny GPT-2 built from a
+config, a tokenizer trained here (nothing downloaded), the trainer's own generation on CPU."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch", reason="the training extra is not installed (torch)")
+pytest.importorskip("transformers", reason="the training extra is not installed (transformers)")
+trl = pytest.importorskip("trl", reason="the training extra is not installed (trl)")
+
+import torch  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
+
+from openenv.core.harness.sessions import EnvSessionFactory  # noqa: E402
+from openenv.integrations.trl import (  # noqa: E402
+    RolloutInfrastructureError,
+    env_reward,
+    rollout_func,
+)
+from tests.support.server import serve  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def _tokenizer() -> PreTrainedTokenizerFast:
+    """Byte-level BPE trained on the math environment's questions and some answers."""
+    corpus = [f"What is {a} + {b}? {a + b}" for a in range(0, 100, 7) for b in range(0, 100, 9)]
+    corpus += ["the answer is", "many", "none", "I do not know"]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=200,
+            special_tokens=["<pad>", "<eos>"],
+        ),
+    )
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>"
+    )
+    wrapped.padding_side = "left"
+    return wrapped
+
+
+def _model(tokenizer: PreTrainedTokenizerFast) -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=128,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return GPT2LMHeadModel(config)
+
+
+def _question(messages: list[dict[str, Any]], tokenizer: Any) -> str:
+    """The model sees only the question (its vocabulary is the questions')."""
+    for line in str(messages[-1]["content"]).split("\n\n"):
+        if line.startswith("question: "):
+            return line.removeprefix("question: ") + " "
+    raise AssertionError(f"no question in {messages!r}")
+
+
+def _config(tmp_path: Path, max_steps: int) -> Any:
+    return trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=max_steps,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=2,
+        learning_rate=5e-3,
+        temperature=1.0,
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        seed=0,
+        dataloader_num_workers=0,
+    )
+
+
+@pytest.fixture(scope="module")
+def math_server() -> Iterator[str]:
+    with serve("math_env.server.app:app") as server:
+        yield server.url
+
+
+class Recorder:
+    """Keeps every batch the rollout returned and every batch the reward function scored."""
+
+    def __init__(self, func: Any) -> None:
+        self.func = func
+        self.batches: list[dict[str, list[Any]]] = []
+        self.scored: list[list[float | None]] = []
+
+    def rollout(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        out = self.func(prompts, trainer)
+        self.batches.append(out)
+        return out
+
+    def reward(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        rewards = env_reward(completions, **kwargs)
+        self.scored.append(list(rewards))
+        return rewards
+
+
+def _trainer(
+    tmp_path: Path, recorder: Recorder, max_steps: int
+) -> tuple[Any, dict[str, torch.Tensor]]:
+    tokenizer = _tokenizer()
+    model = _model(tokenizer)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    dataset = Dataset.from_dict({"prompt": [str(seed) for seed in range(16)]})
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=recorder.reward,
+        args=_config(tmp_path, max_steps),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=recorder.rollout,
+    )
+    return trainer, before
+
+
+def test_grpo_steps_train_on_the_environments_rewards(math_server: str, tmp_path: Path) -> None:
+    recorder = Recorder(
+        rollout_func(
+            math_server,
+            argument="answer",
+            prompt_builder=_question,
+            task_builder=lambda prompt: {"seed": int(prompt)},
+        )
+    )
+    trainer, before = _trainer(tmp_path, recorder, max_steps=3)
+    trainer.train()
+
+    assert trainer.state.global_step == 3
+    assert len(recorder.batches) >= 3
+    for batch in recorder.batches:
+        assert len(batch["completion_ids"]) == 4
+        # The server stepped each episode once (its own state's count) and scored it.
+        assert [m["step_count"] for m in batch["verify_metrics"]] == [1, 1, 1, 1]
+        assert not any(batch["infra_failed"])
+        assert all(isinstance(r, float) for r in batch["env_reward"])
+        # The math rubric's rewards: 0.2 for an integer, 1.0 for the right one, else 0.
+        assert set(batch["env_reward"]) <= {0.0, 0.2, 1.0}
+        assert all(
+            len(c) == len(lp) > 0 for c, lp in zip(batch["completion_ids"], batch["logprobs"])
+        )
+    # What TRL scored is exactly what the environment returned.
+    assert recorder.scored == [batch["env_reward"] for batch in recorder.batches]
+    logged = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
+    expected = [sum(b["env_reward"]) / 4 for b in recorder.batches]
+    assert logged == pytest.approx(expected[: len(logged)])
+    # Some group had different rewards, so the policy gradient moved the weights.
+    assert any(len(set(b["env_reward"])) > 1 for b in recorder.batches)
+    changed = [
+        name
+        for name, p in trainer.model.named_parameters()
+        if not torch.equal(p.detach().cpu(), before[name])
+    ]
+    assert changed
+
+
+def test_an_environment_killed_mid_batch_refuses_the_batch(tmp_path: Path) -> None:
+    with serve("math_env.server.app:app", in_process=False) as server:
+        sessions = EnvSessionFactory(server.url)
+        opened = []
+
+        class KillsTheServer:
+            """Stops the server after the batch's second episode opened its session."""
+
+            def create(self, task: Any, seed: int | None = None, episode_id: str | None = None):
+                opened.append(task)
+                if len(opened) == 3:
+                    assert server.process is not None
+                    server.process.kill()
+                    server.process.wait()
+                return sessions.create(task, seed=seed, episode_id=episode_id)
+
+        recorder = Recorder(
+            rollout_func(
+                session_factory=KillsTheServer(),
+                prompt_builder=_question,
+                task_builder=lambda prompt: {"seed": int(prompt)},
+                infra_retries=1,
+            )
+        )
+        trainer, before = _trainer(tmp_path, recorder, max_steps=1)
+        with pytest.raises(RolloutInfrastructureError) as caught:
+            trainer.train()
+
+    # Episodes 3 and 4 (and their retries) could not reach the environment: the batch is
+    # refused, never scored, and the model is untouched.
+    assert sorted(caught.value.errors) == [2, 3]
+    assert caught.value.category == "infrastructure"
+    assert len(opened) == 6
+    assert recorder.scored == []
+    assert all(
+        torch.equal(p.detach().cpu(), before[n]) for n, p in trainer.model.named_parameters()
+    )
