@@ -162,7 +162,8 @@ def test_grpo_steps_train_on_the_environments_rewards(math_server: str, tmp_path
         # The math rubric's rewards: 0.2 for an integer, 1.0 for the right one, else 0.
         assert set(batch["env_reward"]) <= {0.0, 0.2, 1.0}
         assert all(
-            len(c) == len(lp) > 0 for c, lp in zip(batch["completion_ids"], batch["logprobs"])
+            len(c) == len(lp) > 0
+            for c, lp in zip(batch["completion_ids"], batch["logprobs"], strict=True)
         )
     # What TRL scored is exactly what the environment returned.
     assert recorder.scored == [batch["env_reward"] for batch in recorder.batches]
