@@ -59,6 +59,8 @@ RESET_OPTIONS: dict[str, Any] = {
 }
 #: seeds of held-out evaluation questions start here (training seeds are below it)
 EVAL_SEED_BASE = 1_000_000
+#: sampled answers per held-out question (the greedy answer is one)
+SAMPLES_PER_QUESTION = 4
 _EXPRESSION = re.compile(r"(-?\d+)\s*([+-])\s*(-?\d+)")
 
 
@@ -66,11 +68,11 @@ _EXPRESSION = re.compile(r"(-?\d+)\s*([+-])\s*(-?\d+)")
 class Settings:
     teacher_episodes: int = 600
     eval_episodes: int = 200
-    sft_steps: int = 300
+    sft_steps: int = 400
     sft_batch_size: int = 32
     sft_lr: float = 3e-3
-    grpo_steps: int = 60
-    grpo_prompts_per_step: int = 4
+    grpo_steps: int = 300
+    grpo_prompts_per_step: int = 8
     num_generations: int = 8
     #: episodes of a GRPO batch played at once, each on its own WebSocket session
     grpo_sessions: int = 4
@@ -79,6 +81,8 @@ class Settings:
     hidden_size: int = 64
     layers: int = 2
     seed: int = 0
+    #: torch threads: one is as fast for a model this small, and fair to a shared machine
+    threads: int = 1
 
 
 def prompt_of(question: str) -> str:
@@ -228,37 +232,49 @@ def fine_tune(
     return losses
 
 
-def greedy_answers(model: Any, tokenizer: Any, prompts: Sequence[str]) -> list[str]:
+def answers_of(
+    model: Any, tokenizer: Any, prompts: Sequence[str], temperature: float | None
+) -> list[str]:
+    """The model's answers: greedy (`temperature` None), else sampled as GRPO samples."""
     import torch
 
     encoded = tokenizer(list(prompts), return_tensors="pt", padding=True)
+    sampling = {"do_sample": False}
+    if temperature is not None:
+        sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
     with torch.no_grad():
         output = model.generate(
             **encoded,
             max_new_tokens=8,
-            do_sample=False,
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,
+            **sampling,
         )
     new_tokens = output[:, encoded["input_ids"].shape[1] :]
     return list(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
 
 
 def evaluate(
-    model: Any, tokenizer: Any, task: ServedTask, seeds: Sequence[int]
+    model: Any, tokenizer: Any, task: ServedTask, seeds: Sequence[int], temperature: float
 ) -> dict[str, float]:
-    """Greedy answers to the held-out questions, scored by the served environment."""
+    """The held-out questions answered greedily, and sampled (`SAMPLES_PER_QUESTION` answers
+    each, the policy GRPO trains), all scored by the served environment."""
     questions = [task.question(seed) for seed in seeds]
-    rewards: list[float] = []
-    for start in range(0, len(seeds), 64):
-        chunk = questions[start : start + 64]
-        answers = greedy_answers(model, tokenizer, [prompt_of(q) for q in chunk])
-        for seed, question, answer in zip(seeds[start : start + 64], chunk, answers, strict=True):
-            rewards.append(task.score(seed, question, answer))
-    return {
-        "mean_reward": sum(rewards) / len(rewards),
-        "solved": sum(r == 1.0 for r in rewards) / len(rewards),
-    }
+    results: dict[str, float] = {}
+    for mode, repeat in (("greedy", 1), ("sampled", SAMPLES_PER_QUESTION)):
+        episodes = [(s, q) for s, q in zip(seeds, questions, strict=True) for _ in range(repeat)]
+        rewards: list[float] = []
+        for start in range(0, len(episodes), 64):
+            chunk = episodes[start : start + 64]
+            prompts = [prompt_of(question) for _, question in chunk]
+            answers = answers_of(
+                model, tokenizer, prompts, None if mode == "greedy" else temperature
+            )
+            for (seed, question), answer in zip(chunk, answers, strict=True):
+                rewards.append(task.score(seed, question, answer))
+        results[f"{mode}_reward"] = sum(rewards) / len(rewards)
+        results[f"{mode}_solved"] = sum(r == 1.0 for r in rewards) / len(rewards)
+    return results
 
 
 # --- GRPO against the served environment --------------------------------------------------
@@ -344,24 +360,27 @@ def plot(results: dict[str, Any], path: Path) -> None:
     figure, (bars, curve) = plt.subplots(1, 2, figsize=(10, 4))
     names = ["random init", "fine-tuned", "GRPO"]
     keys = ["random_init", "fine_tuned", "grpo"]
-    means = [results["eval"][key]["mean_reward"] for key in keys]
-    solved = [results["eval"][key]["solved"] for key in keys]
+    temperature = results["settings"]["temperature"]
+    greedy = [results["eval"][key]["greedy_reward"] for key in keys]
+    sampled = [results["eval"][key]["sampled_reward"] for key in keys]
     xs = range(len(names))
-    bars.bar([x - 0.2 for x in xs], means, width=0.4, label="mean reward")
-    bars.bar([x + 0.2 for x in xs], solved, width=0.4, label="solved (reward 1)")
-    for x, mean in zip(xs, means, strict=True):
-        bars.text(x - 0.2, mean + 0.01, f"{mean:.2f}", ha="center", fontsize=8)
+    bars.bar([x - 0.2 for x in xs], greedy, width=0.4, label="greedy")
+    bars.bar([x + 0.2 for x in xs], sampled, width=0.4, label=f"sampled (T={temperature:g})")
+    for x, (g, smp) in enumerate(zip(greedy, sampled, strict=True)):
+        bars.text(x - 0.2, g + 0.01, f"{g:.2f}", ha="center", fontsize=8)
+        bars.text(x + 0.2, smp + 0.01, f"{smp:.2f}", ha="center", fontsize=8)
     bars.set_xticks(list(xs), names)
     bars.set_ylim(0, 1.05)
+    bars.set_ylabel("mean reward")
     bars.set_title(f"held-out seeds ({results['settings']['eval_episodes']} questions)")
     bars.legend(loc="upper left")
     log = results["grpo_log"]
     curve.plot([e["step"] for e in log], [e["reward"] for e in log], marker="o")
     curve.axhline(
-        results["eval"]["fine_tuned"]["mean_reward"],
+        results["eval"]["fine_tuned"]["sampled_reward"],
         color="gray",
         ls="--",
-        label="fine-tuned (greedy, held out)",
+        label="fine-tuned, sampled (held out)",
     )
     curve.set_xlabel("GRPO step")
     curve.set_ylabel("mean sampled reward")
@@ -379,6 +398,7 @@ def run(settings: Settings, out_dir: Path, plot_path: Path) -> dict[str, Any]:
 
     from reasoning_gym_env import ReasoningGymEnv
 
+    torch.set_num_threads(settings.threads)
     torch.manual_seed(settings.seed)
     random.seed(settings.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -412,17 +432,17 @@ def run(settings: Settings, out_dir: Path, plot_path: Path) -> dict[str, Any]:
         trained_on = {row["question"] for row in kept}
         seen = sum(task.question(seed) in trained_on for seed in eval_seeds) / len(eval_seeds)
         print(f"held-out seeds whose question is among the training ones: {seen:.0%}", flush=True)
-        scores = {"random_init": evaluate(model, tokenizer, task, eval_seeds)}
+        scores = {"random_init": evaluate(model, tokenizer, task, eval_seeds, settings.temperature)}
         print(f"random init: {scores['random_init']}", flush=True)
         lap("random-init eval")
 
         losses = fine_tune(model, tokenizer, kept, settings)
-        scores["fine_tuned"] = evaluate(model, tokenizer, task, eval_seeds)
+        scores["fine_tuned"] = evaluate(model, tokenizer, task, eval_seeds, settings.temperature)
         print(f"fine-tuned (final loss {losses[-1]:.3f}): {scores['fine_tuned']}", flush=True)
         lap("fine-tuning")
 
         grpo_log = grpo_train(model, tokenizer, client.base_url, kept, settings, out_dir)
-        scores["grpo"] = evaluate(model, tokenizer, task, eval_seeds)
+        scores["grpo"] = evaluate(model, tokenizer, task, eval_seeds, settings.temperature)
         print(f"GRPO-trained: {scores['grpo']}", flush=True)
         lap("GRPO")
 
@@ -443,16 +463,14 @@ def run(settings: Settings, out_dir: Path, plot_path: Path) -> dict[str, Any]:
     }
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
     plot(results, plot_path)
-    print(
-        "held-out mean reward: random init {:.3f}, fine-tuned {:.3f}, GRPO {:.3f} "
-        "({} questions, total {:.0f}s)".format(
-            scores["random_init"]["mean_reward"],
-            scores["fine_tuned"]["mean_reward"],
-            scores["grpo"]["mean_reward"],
-            settings.eval_episodes,
-            results["total_s"],
+    for mode in ("greedy", "sampled"):
+        print(
+            "held-out mean reward, {}: random init {:.3f}, fine-tuned {:.3f}, GRPO {:.3f}".format(
+                mode,
+                *(scores[key][f"{mode}_reward"] for key in ("random_init", "fine_tuned", "grpo")),
+            )
         )
-    )
+    print(f"{settings.eval_episodes} held-out questions; total time {results['total_s']:.0f}s")
     print(f"wrote {out_dir / 'results.json'} and {plot_path}")
     return results
 

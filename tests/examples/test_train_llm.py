@@ -42,7 +42,7 @@ def test_train_llm_quick_run_writes_its_outputs(tmp_path: Path) -> None:
         timeout=540,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "held-out mean reward: random init" in done.stdout
+    assert "held-out mean reward, greedy: random init" in done.stdout
 
     rollouts = [
         json.loads(line) for line in (out_dir / "teacher_rollouts.jsonl").read_text().splitlines()
@@ -55,7 +55,9 @@ def test_train_llm_quick_run_writes_its_outputs(tmp_path: Path) -> None:
     results = json.loads((out_dir / "results.json").read_text())
     assert set(results["eval"]) == {"random_init", "fine_tuned", "grpo"}
     for scores in results["eval"].values():
-        assert 0.0 <= scores["solved"] <= scores["mean_reward"] + 1e-9 <= 1.0 + 1e-9
+        for mode in ("greedy", "sampled"):
+            solved, reward = scores[f"{mode}_solved"], scores[f"{mode}_reward"]
+            assert 0.0 <= solved <= reward + 1e-9 <= 1.0 + 1e-9
     # GRPO ran its steps against the served environment and logged the rewards it got.
     assert [entry["step"] for entry in results["grpo_log"]] == [1, 2]
     assert all(0.0 <= entry["reward"] <= 1.0 for entry in results["grpo_log"])
