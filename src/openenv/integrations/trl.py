@@ -342,9 +342,8 @@ class ServedEnvironment:
             session, self._session = self._session, None
             session.close()
 
-    def close(self) -> None:
-        self._close_session()
-
+    # No public `close`: TRL offers every public method to the model as a tool. A session is
+    # closed by the next reset, or when the instance goes.
     def __del__(self) -> None:
         try:
             self._close_session()
@@ -410,7 +409,7 @@ def environment_factory(
     sessions = EnvSessionFactory(base_url, client_factory=client_factory)
     _, tools = sessions.describe()
     methods = {tool.name: _tool_method(tool) for tool in tools}
-    reserved = sorted(methods.keys() & {"reset", "get_reward", "close"})
+    reserved = sorted(methods.keys() & {"reset", "get_reward", "steps"})
     if reserved:
         raise ValueError(f"tool names that clash with the environment's methods: {reserved}")
     cls = type("ServedEnvironmentTools", (ServedEnvironment,), methods)
