@@ -32,34 +32,48 @@ pytestmark = pytest.mark.slow
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
-def _tokenizer() -> PreTrainedTokenizerFast:
-    """Byte-level BPE trained on the math environment's questions and some answers."""
-    corpus = [f"What is {a} + {b}? {a + b}" for a in range(0, 100, 7) for b in range(0, 100, 9)]
-    corpus += ["the answer is", "many", "none", "I do not know"]
+def _bpe(
+    corpus: list[str],
+    vocab_size: int,
+    pad: str,
+    eos: str,
+    extra_special: tuple[str, ...] = (),
+    byte_alphabet: bool = False,
+) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained here on `corpus` (nothing downloaded). Without the
+    byte alphabet only the corpus's characters exist: a random model then samples digits often."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.train_from_iterator(
         corpus,
         trainers.BpeTrainer(
-            vocab_size=200,
-            special_tokens=["<pad>", "<eos>"],
+            vocab_size=vocab_size,
+            special_tokens=[pad, *extra_special, eos],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet() if byte_alphabet else [],
         ),
     )
-    wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>"
-    )
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=pad, eos_token=eos)
     wrapped.padding_side = "left"
     return wrapped
 
 
-def _model(tokenizer: PreTrainedTokenizerFast) -> GPT2LMHeadModel:
+def _tokenizer() -> PreTrainedTokenizerFast:
+    """Trained on the math environment's questions and some answers."""
+    corpus = [f"What is {a} + {b}? {a + b}" for a in range(0, 100, 7) for b in range(0, 100, 9)]
+    corpus += ["the answer is", "many", "none", "I do not know"]
+    return _bpe(corpus, 200, pad="<pad>", eos="<eos>")
+
+
+def _model(
+    tokenizer: PreTrainedTokenizerFast, n_positions: int = 128, n_embd: int = 32, n_layer: int = 1
+) -> GPT2LMHeadModel:
     torch.manual_seed(0)
     config = GPT2Config(
         vocab_size=len(tokenizer),
-        n_positions=128,
-        n_embd=32,
-        n_layer=1,
+        n_positions=n_positions,
+        n_embd=n_embd,
+        n_layer=n_layer,
         n_head=2,
         bos_token_id=tokenizer.eos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -217,3 +231,171 @@ def test_an_environment_killed_mid_batch_refuses_the_batch(tmp_path: Path) -> No
     assert all(
         torch.equal(p.detach().cpu(), before[n]) for n, p in trainer.model.named_parameters()
     )
+
+
+# -- environment_factory -----------------------------------------------------------------------
+
+TOOL_PROMPT = "Answer with the act tool."
+
+
+def _question_only(messages: list[dict[str, Any]]) -> str:
+    return _question(messages, None)
+
+
+def _tool_calling_tokenizer(tool: Any) -> PreTrainedTokenizerFast:
+    """Byte-level BPE over conversations rendered with TRL's bundled Qwen3 template (which TRL
+    knows how to parse tool calls from), trained here."""
+    from trl.chat_template_utils import add_response_schema, qwen3_chat_template
+
+    def build(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+        tokenizer = _bpe(
+            corpus,
+            vocab_size,
+            pad="<|endoftext|>",
+            eos="<|im_end|>",
+            extra_special=("<|im_start|>",),
+            byte_alphabet=True,
+        )
+        tokenizer.chat_template = qwen3_chat_template
+        return tokenizer
+
+    renderer = build(["bootstrap"], 300)
+    corpus = [
+        _tool_prompt(renderer, tool, f"What is {a} + {b}?") + _tool_call(a + b)
+        for a in range(0, 100, 11)
+        for b in range(0, 100, 13)
+    ]
+    tokenizer = build(corpus, 600)
+    # The call's fixed parts as single tokens: a model this small learns a 5-token call in the
+    # few supervised steps a test can afford (the numbers stay ordinary BPE tokens).
+    tokenizer.add_tokens([CALL_OPEN, CALL_CLOSE])
+    return add_response_schema(tokenizer)
+
+
+def _tool_prompt(tokenizer: Any, tool: Any, question: str) -> str:
+    messages = [{"role": "user", "content": f"{TOOL_PROMPT}{question}"}]
+    return str(
+        tokenizer.apply_chat_template(
+            messages, tools=[tool], tokenize=False, add_generation_prompt=True
+        )
+    )
+
+
+CALL_OPEN = '<tool_call>\n{"name": "act", "arguments": {"answer": "'
+CALL_CLOSE = '"}}\n</tool_call>'
+
+
+def _tool_call(answer: int) -> str:
+    return f"{CALL_OPEN}{answer}{CALL_CLOSE}<|im_end|>"
+
+
+def _teach_the_tool_call_format(model: Any, tokenizer: Any, tool: Any) -> None:
+    """A few supervised steps on the tool-call format only (the last prompt tokens and the call,
+    at their real positions: cheap), so that GRPO's rollouts call the environment's tool."""
+    import random
+
+    rng = random.Random(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(120):
+        a, b = rng.randint(0, 99), rng.randint(0, 99)
+        prompt = tokenizer(_tool_prompt(tokenizer, tool, f"What is {a} + {b}?"))["input_ids"]
+        call = tokenizer(_tool_call(rng.randint(0, 198)))["input_ids"]
+        window = prompt[-6:] + call
+        start = len(prompt) - 6
+        labels = [-100] * 6 + call
+        loss = model(
+            input_ids=torch.tensor([window]),
+            position_ids=torch.arange(start, start + len(window)).unsqueeze(0),
+            labels=torch.tensor([labels]),
+        ).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def test_environment_factory_instances_are_served_sessions(math_server: str) -> None:
+    from transformers.utils import get_json_schema
+
+    from openenv.integrations.trl import environment_factory
+
+    make = environment_factory(math_server, observation_text=_question_only)
+    env = make()
+    question = env.reset(seed=3)
+    assert question is not None and question.startswith("What is ")
+    schema = get_json_schema(env.act)  # type: ignore[attr-defined]
+    assert schema["function"]["name"] == "act"
+    assert schema["function"]["parameters"]["required"] == ["answer"]
+    a, b = question.removeprefix("What is ").removesuffix("? ").removesuffix("?").split(" + ")
+    answered = env.act(answer=str(int(a) + int(b)))  # type: ignore[attr-defined]
+    assert '"feedback": "correct"' in answered
+    assert env.get_reward() == 1.0 and env.steps == 1
+    env.act(answer="many")  # type: ignore[attr-defined]
+    assert env.get_reward() == 0.0  # the environment's score for a non-integer answer
+    env.reset(seed=4)
+    assert env.steps == 0 and env.get_reward() == 0.0  # never acted: reward_without_step
+
+
+def test_grpo_with_environment_factory_calls_the_environments_tools(
+    math_server: str, tmp_path: Path
+) -> None:
+    from openenv.integrations.trl import environment_factory
+
+    base = environment_factory(math_server, observation_text=_question_only)
+    made: list[Any] = []
+
+    def make() -> Any:
+        env = base()
+        made.append(env)
+        return env
+
+    tokenizer = _tool_calling_tokenizer(base().act)  # type: ignore[attr-defined]
+    model = _model(tokenizer, n_positions=512, n_embd=64, n_layer=2)
+    _teach_the_tool_call_format(model, tokenizer, base().act)  # type: ignore[attr-defined]
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    dataset = Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": TOOL_PROMPT}]] * 8, "seed": list(range(8))}
+    )
+    args = _config(tmp_path, max_steps=2)
+    args.max_completion_length = 32
+    args.max_tool_calling_iterations = 1
+    trainer = trl.GRPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        environment_factory=make,
+    )
+    trainer.train()
+
+    assert trainer.state.global_step == 2
+    stepped = [env.steps for env in made]
+    assert sum(stepped) > 0, stepped
+    logs = [entry for entry in trainer.state.log_history if "tools/call_frequency" in entry]
+    assert any(entry["tools/call_frequency"] > 0 for entry in logs)
+    assert all("rewards/ServedEnvironmentTools/mean" in entry for entry in logs)
+    changed = [
+        name
+        for name, p in trainer.model.named_parameters()
+        if not torch.equal(p.detach().cpu(), before[name])
+    ]
+    assert changed
+
+
+def test_environment_factory_refuses_to_score_a_killed_environment() -> None:
+    from openenv.integrations.trl import environment_factory
+
+    with serve("math_env.server.app:app", in_process=False) as server:
+        env = environment_factory(server.url, infra_retries=0)()
+        env.reset(seed=1)
+        assert server.process is not None
+        server.process.kill()
+        server.process.wait()
+        with pytest.raises(Exception) as failed:
+            env.act(answer="3")  # type: ignore[attr-defined]
+        assert not isinstance(failed.value, (KeyError, ValueError))
+        with pytest.raises(RolloutInfrastructureError) as caught:
+            env.get_reward()
+        assert caught.value.category == "infrastructure"
+        with pytest.raises(RolloutInfrastructureError):
+            env.reset(seed=2)

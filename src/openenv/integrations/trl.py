@@ -37,9 +37,11 @@ from openenv.core.llm_client import LLMResponse
 
 __all__ = [
     "RolloutInfrastructureError",
+    "ServedEnvironment",
     "SingleTurnAdapter",
     "TrainerModelStep",
     "env_reward",
+    "environment_factory",
     "rollout_func",
 ]
 
@@ -201,7 +203,10 @@ def rollout_func(
     """
     if (base_url is None) == (session_factory is None):
         raise ValueError("give either base_url or session_factory")
-    factory = session_factory or EnvSessionFactory(base_url, system_prompt=system_prompt)
+    factory = session_factory
+    if factory is None:
+        assert base_url is not None
+        factory = EnvSessionFactory(base_url, system_prompt=system_prompt)
     if task_builder is not None:
         factory = _TaskMapping(factory, task_builder)
     return build_harness_rollout_func(
@@ -244,3 +249,178 @@ def env_reward(
         listed = "; ".join(f"completion {i}: {errors[i] or 'no reward'}" for i in missing)
         raise ValueError(f"the environment gave no reward: {listed}")
     return [float(reward) for reward in env_reward if reward is not None]
+
+
+# -- environment_factory -----------------------------------------------------------------------
+
+_JSON_TYPES: dict[str, type] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
+
+
+class ServedEnvironment:
+    """One `GRPOTrainer(environment_factory=...)` instance: a session on a served environment.
+
+    TRL calls `reset(**row)` before each rollout (the returned text is appended to the
+    prompt), offers the public methods as tools (one per environment tool: `act` for a
+    reset/step environment, the MCP tools otherwise) and scores the rollout with
+    `get_reward()`. Subclasses with the tool methods are made by `environment_factory`.
+
+    A tool call the model got wrong reaches the model as a tool error. A failure of the
+    environment itself is remembered (TRL would show it to the model too) and `get_reward`
+    raises `RolloutInfrastructureError`, so the rollout is never scored 0 for it."""
+
+    def __init__(
+        self,
+        sessions: EnvSessionFactory,
+        *,
+        reward_without_step: float = 0.0,
+        infra_retries: int = 2,
+        observation_text: Callable[[list[Message]], str] | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._reward_without_step = reward_without_step
+        self._infra_retries = infra_retries
+        self._observation_text = observation_text
+        self._session: Any = None
+        self._reward: float | None = None
+        self._infra_error: str | None = None
+        self.steps = 0
+
+    def reset(self, **row: Any) -> str | None:
+        self._close_session()
+        self._reward = None
+        self._infra_error = None
+        self.steps = 0
+        error: Exception | None = None
+        for _ in range(self._infra_retries + 1):
+            try:
+                self._session = self._sessions.create(task=dict(row))
+                break
+            except Exception as exc:  # the server is gone or refused the session
+                error = exc
+        else:
+            assert error is not None
+            raise RolloutInfrastructureError({0: f"reset: {type(error).__name__}: {error}"})
+        messages = self._session.initial_messages()
+        if self._observation_text is not None:
+            return self._observation_text(messages)
+        return str(messages[-1].get("content") or "")
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        from openenv.core.harness.rollout import _as_text, is_model_error, tool_result_reward
+
+        if self._session is None:
+            raise RuntimeError("reset() first")
+        try:
+            result = self._session.call_tool(name, arguments)
+        except Exception as exc:
+            if not is_model_error(exc):
+                self._infra_error = f"{name}: {type(exc).__name__}: {exc}"
+            raise
+        self.steps += 1
+        reward = tool_result_reward(result)
+        if reward is not None:
+            self._reward = reward
+        if result.error is not None and result.data is None:
+            return f"error: {result.error}"
+        return _as_text(result.data)
+
+    def get_reward(self) -> float:
+        """The environment's last reward (`reward_without_step` when the model never acted)."""
+        if self._infra_error is not None:
+            raise RolloutInfrastructureError({0: self._infra_error})
+        return self._reward_without_step if self._reward is None else self._reward
+
+    def _close_session(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.close()
+
+    # No public `close`: TRL offers every public method to the model as a tool. A session is
+    # closed by the next reset, or when the instance goes.
+    def __del__(self) -> None:
+        try:
+            self._close_session()
+        except Exception:  # interpreter shutdown: the server drops the session
+            pass
+
+
+def _tool_method(tool: Tool) -> Callable[..., str]:
+    """A method with the tool's name, typed parameters and a Google-style docstring: what
+    transformers needs to render the tool into the prompt."""
+    import inspect
+
+    schema = tool.input_schema or {}
+    properties: dict[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    names = sorted(properties, key=lambda n: n not in required)
+
+    def method(self: ServedEnvironment, **arguments: Any) -> str:
+        return self._call(tool.name, arguments)
+
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    for name in names:
+        annotation = _JSON_TYPES.get(str(properties[name].get("type")), str)
+        annotations[name] = annotation
+        parameters.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                annotation=annotation,
+                default=inspect.Parameter.empty if name in required else None,
+            )
+        )
+    annotations["return"] = str
+    method.__name__ = method.__qualname__ = tool.name
+    method.__annotations__ = annotations
+    method.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
+    described = {
+        name: (properties[name].get("description") or properties[name].get("title") or name)
+        for name in names
+    }
+    args = "\n".join(f"    {name}: {text.strip()}" for name, text in described.items())
+    description = (tool.description or tool.name).strip().replace("\n", " ")
+    method.__doc__ = (
+        f"{description}\n\nArgs:\n{args}\n\nReturns:\n    What the environment answered."
+    )
+    if not names:
+        method.__doc__ = f"{description}\n\nReturns:\n    What the environment answered."
+    return method
+
+
+def environment_factory(
+    base_url: str,
+    *,
+    client_factory: Callable[[str], Any] | None = None,
+    reward_without_step: float = 0.0,
+    infra_retries: int = 2,
+    observation_text: Callable[[list[Message]], str] | None = None,
+) -> Callable[[], ServedEnvironment]:
+    """`GRPOTrainer(environment_factory=...)` for a served environment: every call makes a
+    `ServedEnvironment` (its own WebSocket session per rollout) whose methods are the
+    environment's tools, asked once from the server."""
+    sessions = EnvSessionFactory(base_url, client_factory=client_factory)
+    _, tools = sessions.describe()
+    methods = {tool.name: _tool_method(tool) for tool in tools}
+    reserved = sorted(methods.keys() & {"reset", "get_reward", "steps"})
+    if reserved:
+        raise ValueError(f"tool names that clash with the environment's methods: {reserved}")
+    cls = type("ServedEnvironmentTools", (ServedEnvironment,), methods)
+
+    def make() -> ServedEnvironment:
+        instance: ServedEnvironment = cls(
+            sessions,
+            reward_without_step=reward_without_step,
+            infra_retries=infra_retries,
+            observation_text=observation_text,
+        )
+        return instance
+
+    return make

@@ -84,7 +84,7 @@ def deserialize_action_with_preprocessing(data: dict[str, Any], action_cls: type
         tokens = _parse_json_text(processed["tokens"])
         if isinstance(tokens, list):
             try:
-                import torch  # type: ignore[import-not-found]
+                import torch  # type: ignore[import-not-found, unused-ignore]
             except ImportError:
                 pass
             else:
