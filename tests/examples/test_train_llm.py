@@ -6,6 +6,7 @@ a run reaches are noise, so only their range is checked here.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -15,15 +16,21 @@ import pytest
 
 from tests.support.server import REPO
 
-for module in ("torch", "transformers", "trl", "matplotlib", "datasets"):
-    pytest.importorskip(module, reason=f"{module} is in the `training` extra")
-pytest.importorskip("reasoning_gym_env", reason="pip install -e envs/reasoning_gym_env")
-
 pytestmark = pytest.mark.slow
+
+
+def _require_training_packages() -> None:
+    # Checked in the test, not at import: importing torch costs seconds at every collection.
+    for module in ("torch", "transformers", "trl", "matplotlib", "datasets"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is missing: it is in the `training` extra")
+    if importlib.util.find_spec("reasoning_gym_env") is None:
+        pytest.skip("reasoning_gym_env is missing: pip install -e envs/reasoning_gym_env")
 
 
 @pytest.mark.timeout(600)
 def test_train_llm_quick_run_writes_its_outputs(tmp_path: Path) -> None:
+    _require_training_packages()
     out_dir = tmp_path / "run"
     plot = tmp_path / "plot.png"
     done = subprocess.run(
