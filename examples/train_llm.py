@@ -12,11 +12,12 @@ a child process); nothing is downloaded from a model or data hub.
    rewarded episodes become the fine-tuning data (`teacher_rollouts.jsonl`).
 2. A tiny Llama-style model built from a config, with a byte-level BPE tokenizer trained on the
    spot on the collected text, is fine-tuned on the teacher's answers (loss on the answer only).
-3. TRL's `GRPOTrainer` trains it further: its `rollout_func` samples answers with the trainer's
-   model and the served environment scores each one (the reward is the environment's, never
-   computed here).
-4. The random-init, fine-tuned and GRPO-trained models answer the questions of held-out seeds
-   (greedy decoding), scored by the environment; the figures go to `results.json` and a PNG.
+3. TRL's `GRPOTrainer` trains it further with `openenv.integrations.trl.rollout_func`: each
+   prompt is an episode on the served environment (several WebSocket sessions at once), the
+   trainer's model samples the answer and the environment scores it (the reward is the
+   environment's, never computed here; a failed episode refuses the batch, never scores 0).
+4. The random-init, fine-tuned and GRPO-trained models answer the questions of held-out seeds,
+   greedily and sampled, scored by the environment; the figures go to `results.json` and a PNG.
 
     python examples/train_llm.py --plot docs/images/train_llm.png
     python examples/train_llm.py --quick   # a smoke run of every stage
