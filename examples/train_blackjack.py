@@ -279,19 +279,28 @@ class Score:
         return cls(len(hands), float(rewards.mean()), float((rewards > 0).mean()))
 
 
+def random_play(view: HandView, rng: np.random.Generator) -> int:
+    return int(rng.integers(2))
+
+
 async def evaluate(
-    table: SessionPool, choose: Chooser, hands: int, label: str, progress: Progress | None = None
+    table: SessionPool,
+    chooser_for: Callable[[int], Chooser],
+    hands: int,
+    label: str,
+    progress: Progress | None = None,
 ) -> Score:
-    """`hands` hands on the evaluation seeds: the same for every policy, so the same deals."""
+    """`hands` hands on the evaluation seeds: the same for every policy, so the same deals.
+    `chooser_for(i)` plays hand i (a random policy gets a generator per hand: the hands run
+    concurrently, in no fixed order)."""
     task = progress.add_task(label, total=hands) if progress is not None else None
 
     def advance() -> None:
         if progress is not None and task is not None:
             progress.advance(task)
 
-    played = await table.play_many(
-        [(EVAL_SEED_BASE + i, choose) for i in range(hands)], on_done=advance
-    )
+    jobs = [(EVAL_SEED_BASE + i, chooser_for(i)) for i in range(hands)]
+    played = await table.play_many(jobs, on_done=advance)
     if progress is not None and task is not None:
         progress.remove_task(task)
     return Score.of(played)
@@ -321,7 +330,7 @@ async def train(
     while (args.steps is None or step < args.steps) and time.monotonic() - started < budget:
         now = time.monotonic() - started
         if now >= next_eval:
-            score = await evaluate(table, policy.greedy, args.curve_hands, "greedy check")
+            score = await evaluate(table, lambda i: policy.greedy, args.curve_hands, "greedy check")
             curve.eval_steps.append(step)
             curve.eval_rewards.append(score.mean_reward)
             curve.eval_win_rates.append(score.win_rate)
@@ -355,7 +364,7 @@ async def train(
             ),
         )
     progress.update(task, completed=budget)
-    score = await evaluate(table, policy.greedy, args.curve_hands, "greedy check")
+    score = await evaluate(table, lambda i: policy.greedy, args.curve_hands, "greedy check")
     curve.eval_steps.append(step)
     curve.eval_rewards.append(score.mean_reward)
     curve.eval_win_rates.append(score.win_rate)
@@ -449,22 +458,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         console.print(
             f"{len(table.clients)} sessions; {args.groups} deals x {args.group_size} hands a step"
         )
-        random_rng = np.random.default_rng([args.seed, 1])
         scores: dict[str, Score] = {}
         with Progress(*columns, console=console) as progress:
             scores["random"] = await evaluate(
                 table,
-                lambda view: int(random_rng.integers(2)),
+                lambda i: functools.partial(
+                    random_play, rng=np.random.default_rng([args.seed, 1, i])
+                ),
                 args.eval_hands,
                 "random policy",
                 progress,
             )
             scores["basic strategy"] = await evaluate(
-                table, basic_strategy, args.eval_hands, "basic strategy", progress
+                table, lambda i: basic_strategy, args.eval_hands, "basic strategy", progress
             )
             curve, hands_played, train_seconds = await train(table, policy, args, progress)
             scores["trained greedy"] = await evaluate(
-                table, policy.greedy, args.eval_hands, "trained greedy policy", progress
+                table, lambda i: policy.greedy, args.eval_hands, "trained greedy policy", progress
             )
     total_seconds = time.monotonic() - started
 

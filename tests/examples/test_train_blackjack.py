@@ -14,6 +14,7 @@ import pytest
 from tests.support.server import REPO
 
 SCRIPT = REPO / "examples" / "train_blackjack.py"
+UPCARDS = ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10")
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def test_a_short_run_learns_against_the_served_environment(tmp_path: Path) -> No
     # A fixed number of steps: the run is deterministic (seeded deals and action sampling), the
     # time budget is only a cap.
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--steps", "60", "--minutes", "5", "--sessions", "8",
+        [sys.executable, str(SCRIPT), "--steps", "80", "--minutes", "5", "--sessions", "8",
          "--groups", "16", "--eval-hands", "500", "--curve-hands", "100", "--curve-points", "3",
          "--seed", "1", "--out", str(png), "--summary", str(summary)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
@@ -61,12 +62,14 @@ def test_a_short_run_learns_against_the_served_environment(tmp_path: Path) -> No
     assert out.returncode == 0, out.stdout + out.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = json.loads(summary.read_text())
-    assert result["steps"] == 60 and result["hands_trained"] == 60 * 16 * 8
+    assert result["steps"] == 80 and result["hands_trained"] == 80 * 16 * 8
     scores = result["scores"]
     assert {score["hands"] for score in scores.values()} == {500}
     chart = result["greedy_policy"]
-    # the clearest decisions: never hit a hard 20 or 21, always hit a hand that cannot bust
-    assert set(chart["hard 20"].values()) == set(chart["hard 21"].values()) == {"S"}
-    assert list(chart["hard 11"].values()).count("H") >= 8, chart["hard 11"]
+    # the clearest decisions (single rarer cells may still be off after a short run): stand on
+    # hard 18 to 21 whatever the dealer shows, and mostly hit hard 9 to 11, which cannot bust
+    assert all(chart[f"hard {total}"][up] == "S" for total in range(18, 22) for up in UPCARDS)
+    hits = [chart[f"hard {total}"][up] for total in (9, 10, 11) for up in UPCARDS].count("H")
+    assert hits >= 20, {total: chart[f"hard {total}"] for total in (9, 10, 11)}
     # far above random play on the same 500 deals (it is around 28%, basic strategy 43%)
     assert scores["trained greedy"]["win_rate"] > scores["random"]["win_rate"] + 0.05
