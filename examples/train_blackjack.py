@@ -243,25 +243,29 @@ async def open_table(base_url: str | None, sessions: int) -> AsyncIterator[Sessi
             )
             base_url = owner.base_url
             console.print(f"started the OpenSpiel environment at {base_url}")
-        limit = await server_session_limit(base_url)
-        if limit is not None and sessions > limit - 1:
-            console.print(f"the server serves {limit} sessions at once: using {limit - 1}")
-            sessions = max(limit - 1, 1)
+        free = await free_sessions(base_url)
+        if free is not None and sessions > free:
+            console.print(f"the server has {free} free session slot(s): using {max(free, 1)}")
+            sessions = max(free, 1)
         clients = [OpenSpielEnv(base_url=base_url) for _ in range(sessions)]
         for client in clients:
             await stack.enter_async_context(client)
         yield SessionPool(clients)
 
 
-async def server_session_limit(base_url: str) -> int | None:
-    """The server's `max_sessions` from /capacity (None when it does not say)."""
+async def free_sessions(base_url: str) -> int | None:
+    """Sessions the server can still open (`max_sessions - active_sessions` from /capacity),
+    or None when it does not say; more would queue for a slot."""
     try:
         async with httpx.AsyncClient(timeout=10.0) as http:
             reply = await http.get(base_url.rstrip("/") + "/capacity")
-        value = reply.json().get("max_sessions") if reply.status_code == 200 else None
+        capacity = reply.json() if reply.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         return None
-    return value if isinstance(value, int) else None
+    limit, active = capacity.get("max_sessions"), capacity.get("active_sessions", 0)
+    if not isinstance(limit, int) or not isinstance(active, int):
+        return None
+    return limit - active
 
 
 # -- evaluation and training ----------------------------------------------------------------
