@@ -76,6 +76,7 @@ def test_mcp_tool_calls_in_text(echo_url: str) -> None:
         env.close()
 
 
+@pytest.mark.slow  # a server process of its own, and the client's reconnect attempts
 def test_env_killed_mid_episode_is_an_infrastructure_error(doomed_server) -> None:
     env = make_env(doomed_server.url, seed=1)
     try:
