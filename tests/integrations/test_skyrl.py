@@ -23,7 +23,7 @@ def make_env(base_url: str, **extras):
 
 
 def play(env, policy) -> list[dict]:
-    prompt, info = env.init([{"role": "system", "content": "Answer with a number."}])
+    prompt, _info = env.init([{"role": "system", "content": "Answer with a number."}])
     conversation = list(prompt)
     outputs = []
     while True:
@@ -64,7 +64,7 @@ def test_wrong_answers_score_what_the_env_says(math_url: str) -> None:
 def test_mcp_tool_calls_in_text(echo_url: str) -> None:
     env = make_env(echo_url)
     try:
-        prompt, info = env.init([])
+        _prompt, info = env.init([])
         assert "echo_message" in info["tools"]
         call = '<tool_call>{"name": "echo_message", "arguments": {"message": "hi"}}</tool_call>'
         out = env.step(call)

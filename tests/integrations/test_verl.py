@@ -81,7 +81,7 @@ async def test_episode_through_verls_tool_loop(tmp_path: Path, math_url: str) ->
 async def test_mcp_tools_share_the_trajectorys_episode(tmp_path: Path, echo_url: str) -> None:
     tools = load_tools(tmp_path, echo_url, tool_name="echo_message")
     loop, data = agent_loop(tools), trajectory("traj-2")
-    response, reward, _ = await call(loop, data, "echo_message", {"message": "hello"}, 0)
+    response, _reward, _ = await call(loop, data, "echo_message", {"message": "hello"}, 0)
     assert "hello" in response.text
     verl_adapter.close_trajectory("traj-2")
 
@@ -93,7 +93,7 @@ async def test_env_killed_mid_episode_is_flagged_not_scored(tmp_path: Path, doom
     await call(loop, data, "act", {"answer": "1"}, 9)
     kill(doomed_server)
     # verl's loop turns a raised tool error into text with tool reward 0.0 ...
-    response, reward, _ = await call(loop, data, "act", {"answer": "2"}, 9)
+    response, _reward, _ = await call(loop, data, "act", {"answer": "2"}, 9)
     assert "EnvironmentInfrastructureError" in response.text or "environment" in response.text
     # ... so the adapter marks the trajectory, and the reward function refuses it.
     assert verl_adapter.INFRA_ERROR_FIELD in data.extra_fields

@@ -23,7 +23,6 @@ from ._episodes import EnvironmentInfrastructureError, ServedEnv, TextEpisode
 
 __all__ = [
     "EnvironmentInfrastructureError",
-    "OpenEnvTextEnv",
     "register_skyrl_env",
     "skyrl_env_class",
 ]
@@ -47,7 +46,7 @@ def skyrl_env_class() -> type:
     """The `BaseTextEnv` subclass, built on first use so `skyrl_gym` is imported lazily."""
     from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-    class OpenEnvTextEnv(BaseTextEnv):  # type: ignore[misc, valid-type]
+    class OpenEnvTextEnv(BaseTextEnv):
         """One episode of a served environment per instance (SkyRL makes one per trajectory)."""
 
         def __init__(

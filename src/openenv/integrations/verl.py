@@ -41,7 +41,6 @@ from ._episodes import EnvironmentInfrastructureError, ServedEnv, TextEpisode
 __all__ = [
     "INFRA_ERROR_FIELD",
     "EnvironmentInfrastructureError",
-    "OpenEnvTool",
     "close_trajectory",
     "raise_if_infrastructure_failed",
     "tool_schema_dict",
@@ -122,7 +121,7 @@ def verl_tool_class() -> type:
     from verl.tools.base_tool import BaseTool
     from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-    class OpenEnvTool(BaseTool):  # type: ignore[misc, valid-type]
+    class OpenEnvTool(BaseTool):
         """One environment tool; see the module doc."""
 
         def __init__(self, config: dict[str, Any], tool_schema: Any = None) -> None:
