@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import pytest
 
-from openenv.integrations._episodes import EnvironmentInfrastructureError
+from openenv.integrations._episodes import EnvironmentInfrastructureError, ServedEnv
 from openenv.integrations.torchforge import EnvStepResult, ForgeTextEnv, play_episode
 
 from .conftest import kill, solve
@@ -90,3 +90,14 @@ async def test_env_killed_mid_episode_is_an_infrastructure_error(doomed_server) 
         assert calls == 2
     finally:
         env.close()
+
+
+@pytest.mark.slow  # starts the environment's server process
+async def test_environment_started_by_from_env() -> None:
+    env = ForgeTextEnv(ServedEnv.from_env("math"))
+    try:
+        episode = await play_episode(env, generator_route, seed=4)
+        assert episode.rewards == [1.0, 1.0, 1.0]
+    finally:
+        env.close()
+        env.served.close()

@@ -76,6 +76,8 @@ async def test_episode_through_verls_tool_loop(tmp_path: Path, math_url: str) ->
     assert rewards == [1.0, 1.0, 1.0]
     assert metrics["env_done"] is True
     assert data.extra_fields == {}
+    # The episode closed when the environment said done; its reward is still reported.
+    assert await tools["act"].calc_reward("any", agent_data=data) == 3.0
 
 
 async def test_mcp_tools_share_the_trajectorys_episode(tmp_path: Path, echo_url: str) -> None:

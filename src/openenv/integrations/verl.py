@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+from collections import OrderedDict
 from typing import Any
 from uuid import uuid4
 
@@ -54,6 +55,9 @@ _lock = threading.Lock()
 #: (base_url, trajectory) -> its episode; shared by every OpenEnvTool on that server.
 _episodes: dict[tuple[str, str], TextEpisode] = {}
 _served: dict[str, ServedEnv] = {}
+#: Finished trajectories' environment reward, for `calc_reward` after the episode closed.
+_finished: OrderedDict[tuple[str, str], float] = OrderedDict()
+_FINISHED_KEPT = 10_000
 
 
 def _served_env(config: dict[str, Any]) -> ServedEnv:
@@ -104,6 +108,10 @@ def close_trajectory(request_id: str, base_url: str | None = None) -> None:
             if key[1] == request_id and (base_url is None or key[0] == base_url.rstrip("/"))
         ]
         episodes = [_episodes.pop(key) for key in keys]
+        for key, episode in zip(keys, episodes, strict=True):
+            _finished[key] = episode.total_reward
+            while len(_finished) > _FINISHED_KEPT:
+                _finished.popitem(last=False)
     for episode in episodes:
         episode.close()
 
@@ -189,9 +197,15 @@ def verl_tool_class() -> type:
         async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
             agent_data = kwargs.get("agent_data")
             trajectory = str(getattr(agent_data, "request_id", None) or instance_id)
+            key = (self.served.base_url, trajectory)
             with _lock:
-                episode = _episodes.get((self.served.base_url, trajectory))
-            return 0.0 if episode is None else episode.total_reward
+                episode = _episodes.get(key)
+                if episode is not None:
+                    return episode.total_reward
+                if key in _finished:
+                    return _finished[key]
+            # No episode ran for it: there is no environment reward to report, not a 0.
+            raise EnvironmentInfrastructureError(f"no episode for trajectory {trajectory!r}")
 
         async def release(self, instance_id: str, **kwargs: Any) -> None:
             self._pending.pop(instance_id, None)
