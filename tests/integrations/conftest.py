@@ -40,3 +40,11 @@ def solve(text: str) -> str:
     """The right answer to the last "What is a + b?" in `text`."""
     a, b = re.findall(r"What is (\d+) \+ (\d+)\?", text)[-1]
     return str(int(a) + int(b))
+
+
+@pytest.fixture
+def dead_url() -> str:
+    """A loopback port nothing listens on."""
+    from openenv.testing.live_server import free_port
+
+    return f"http://127.0.0.1:{free_port()}"
