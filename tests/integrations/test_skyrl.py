@@ -13,13 +13,14 @@ from openenv.integrations._episodes import EnvironmentInfrastructureError
 from .conftest import kill, solve
 
 skyrl_gym = pytest.importorskip("skyrl_gym", reason="skyrl-gym is not installed (trainers extra)")
+DictConfig = pytest.importorskip("omegaconf").DictConfig
 
 
 def make_env(base_url: str, **extras):
     skyrl_adapter.register_skyrl_env("openenv-test")
-    return skyrl_gym.make(
-        "openenv-test", env_config={"base_url": base_url, "max_turns": 5}, extras=extras
-    )
+    # As SkyRL's generator does: the env's config section is a DictConfig.
+    config = DictConfig({"base_url": base_url, "max_turns": 5})
+    return skyrl_gym.make("openenv-test", env_config=config, extras=extras)
 
 
 def play(env, policy) -> list[dict]:
@@ -38,7 +39,7 @@ def play(env, policy) -> list[dict]:
 def test_is_a_skyrl_text_env_and_rewards_come_from_the_env(math_url: str) -> None:
     from skyrl_gym.envs.base_text_env import BaseTextEnv
 
-    env = make_env(math_url, seed=7)
+    env = make_env(math_url, extra_info={"seed": 7})
     try:
         assert isinstance(env, BaseTextEnv)
         outputs = play(env, lambda conversation: solve(conversation[-1]["content"]))

@@ -10,8 +10,9 @@ fails the trajectory instead of training on a made-up 0).
 
 Configuration (SkyRL passes `env_config` from `environment.skyrl_gym.<env>` and `extras` from
 the dataset row): `base_url` (required, in either), `max_turns` (default 10), `seed`,
-`invalid_action_reward`, `system_prompt`, `reset_kwargs`; a dataset row may carry them under
-`extras["openenv"]`. `served_env=` (a `ServedEnv`) reuses one already made.
+`invalid_action_reward`, `system_prompt`, `reset_kwargs`; a dataset row may carry them in its
+`extra_info`, directly in `extras`, or under `extras["openenv"]` (latest wins).
+`served_env=` (a `ServedEnv`) reuses one already made.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ def _settings(env_config: Any, extras: dict[str, Any]) -> dict[str, Any]:
     if env_config is not None:
         items = env_config.items() if hasattr(env_config, "items") else vars(env_config).items()
         settings.update({str(k): v for k, v in items})
-    settings.update({k: extras[k] for k in (*_SETTINGS, "reset_kwargs") if k in extras})
+    keys = (*_SETTINGS, "reset_kwargs")
+    extra_info = extras.get("extra_info")
+    if isinstance(extra_info, dict):
+        settings.update({k: extra_info[k] for k in keys if k in extra_info})
+    settings.update({k: extras[k] for k in keys if k in extras})
     settings.update(dict(extras.get("openenv") or {}))
     return settings
 
