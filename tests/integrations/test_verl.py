@@ -78,6 +78,9 @@ async def test_episode_through_verls_tool_loop(tmp_path: Path, math_url: str) ->
     assert data.extra_fields == {}
     # The episode closed when the environment said done; its reward is still reported.
     assert await tools["act"].calc_reward("any", agent_data=data) == 3.0
+    # Acting after the end is the model's mistake, not the start of a new episode.
+    response, reward, metrics = await call(loop, data, "act", {"answer": "1"}, 5)
+    assert metrics["invalid_action"] is True and "over" in response.text
 
 
 async def test_mcp_tools_share_the_trajectorys_episode(tmp_path: Path, echo_url: str) -> None:

@@ -18,6 +18,8 @@ the dataset row): `base_url` (required, in either), `max_turns` (default 10), `s
 from __future__ import annotations
 
 import functools
+import json
+import threading
 from typing import Any
 
 from ._episodes import EnvironmentInfrastructureError, ServedEnv, TextEpisode
@@ -46,6 +48,27 @@ def _settings(env_config: Any, extras: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+_served_lock = threading.Lock()
+#: One `ServedEnv` per server and settings: SkyRL makes an environment per trajectory, and the
+#: server's tools need asking only once.
+_served: dict[str, ServedEnv] = {}
+
+
+def _served_env(settings: dict[str, Any]) -> ServedEnv:
+    if not settings.get("base_url"):
+        raise ValueError("OpenEnvTextEnv needs base_url (env_config or extras)")
+    options = {
+        "invalid_action_reward": float(settings.get("invalid_action_reward", 0.0)),
+        "system_prompt": settings.get("system_prompt"),
+        "reset_kwargs": dict(settings.get("reset_kwargs") or {}),
+    }
+    key = json.dumps([str(settings["base_url"]), options], sort_keys=True, default=str)
+    with _served_lock:
+        if key not in _served:
+            _served[key] = ServedEnv(str(settings["base_url"]), **options)
+        return _served[key]
+
+
 @functools.cache
 def skyrl_env_class() -> type:
     """The `BaseTextEnv` subclass, built on first use so `skyrl_gym` is imported lazily."""
@@ -68,16 +91,8 @@ def skyrl_env_class() -> type:
             seed = settings.get("seed")
             self._seed = None if seed is None else int(seed)
             self._task = extras.get("task")
-            self._owns_served = served_env is None
             if served_env is None:
-                if not settings.get("base_url"):
-                    raise ValueError("OpenEnvTextEnv needs base_url (env_config or extras)")
-                served_env = ServedEnv(
-                    str(settings["base_url"]),
-                    invalid_action_reward=float(settings.get("invalid_action_reward", 0.0)),
-                    system_prompt=settings.get("system_prompt"),
-                    reset_kwargs=dict(settings.get("reset_kwargs") or {}),
-                )
+                served_env = _served_env(settings)
             self._served = served_env
             self._episode: TextEpisode | None = None
             self._invalid_actions = 0
@@ -120,8 +135,6 @@ def skyrl_env_class() -> type:
             episode, self._episode = self._episode, None
             if episode is not None:
                 episode.close()
-            if self._owns_served:
-                self._served.close()
 
     return OpenEnvTextEnv
 

@@ -168,6 +168,12 @@ def verl_tool_class() -> type:
         def _step(
             self, trajectory: str, create_kwargs: dict[str, Any], parameters: dict[str, Any]
         ) -> tuple[str, float, dict[str, Any], bool]:
+            with _lock:
+                finished = (self.served.base_url, trajectory) in _finished
+            if finished:  # the model acts after the end: its mistake, not a new episode
+                penalty = self.served.invalid_action_reward
+                error = "the episode is over"
+                return f"Invalid action: {error}", penalty, {"invalid_action": True}, True
             episode = self._episode(trajectory, create_kwargs)
             step = episode.call_tool(self.name, dict(parameters or {}))
             if step.done:
