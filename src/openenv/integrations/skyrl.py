@@ -57,15 +57,19 @@ _served: dict[str, ServedEnv] = {}
 def _served_env(settings: dict[str, Any]) -> ServedEnv:
     if not settings.get("base_url"):
         raise ValueError("OpenEnvTextEnv needs base_url (env_config or extras)")
-    options = {
-        "invalid_action_reward": float(settings.get("invalid_action_reward", 0.0)),
-        "system_prompt": settings.get("system_prompt"),
-        "reset_kwargs": dict(settings.get("reset_kwargs") or {}),
-    }
-    key = json.dumps([str(settings["base_url"]), options], sort_keys=True, default=str)
+    base_url = str(settings["base_url"])
+    penalty = float(settings.get("invalid_action_reward", 0.0))
+    system_prompt = settings.get("system_prompt")
+    reset_kwargs = dict(settings.get("reset_kwargs") or {})
+    key = json.dumps([base_url, penalty, system_prompt, reset_kwargs], sort_keys=True, default=str)
     with _served_lock:
         if key not in _served:
-            _served[key] = ServedEnv(str(settings["base_url"]), **options)
+            _served[key] = ServedEnv(
+                base_url,
+                invalid_action_reward=penalty,
+                system_prompt=None if system_prompt is None else str(system_prompt),
+                reset_kwargs=reset_kwargs,
+            )
         return _served[key]
 
 
