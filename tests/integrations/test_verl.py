@@ -1,6 +1,9 @@
 """verl adapter against the real `verl` package: the tools are built by verl's own
 `initialize_tools_from_config` from a tool yaml, and called through `ToolAgentLoop._call_tool`
-(verl's code for one model tool call: create, execute, release) on real servers.
+(verl's code for one model tool call: create, execute, release) on real servers. One test
+runs a whole rollout through verl's `ToolAgentLoop.run` (its prompt tokenization, hermes tool
+parser and tool calls), with a tokenizer trained on the spot and a scripted model server in
+place of vLLM (no model weights can be downloaded or run here).
 
 verl is not in this project's environment (it pulls ray, wandb, tensorboard and a CUDA torch
 by default); these tests skip without it. docs/training-trainers.md says how they were run
@@ -23,9 +26,11 @@ pytestmark = pytest.mark.slow
 
 pytest.importorskip("verl", reason="verl is not installed (see docs/training-trainers.md)")
 
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap  # noqa: E402
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop  # noqa: E402
 from verl.experimental.agent_loop.tool_parser import FunctionCall  # noqa: E402
 from verl.tools.tool_registry import initialize_tools_from_config  # noqa: E402
+from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from openenv.integrations import verl as verl_adapter  # noqa: E402
 
@@ -104,3 +109,91 @@ async def test_env_killed_mid_episode_is_flagged_not_scored(tmp_path: Path, doom
     assert verl_adapter.INFRA_ERROR_FIELD in data.extra_fields
     with pytest.raises(EnvironmentInfrastructureError):
         verl_adapter.raise_if_infrastructure_failed(data.extra_fields)
+
+
+def chat_tokenizer():
+    """A byte-level BPE tokenizer trained on the spot, with a ChatML template: what verl's
+    prompt builder and hermes tool parser need, without downloading a model's."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    corpus = ['What is 1 + 2? {"name": "act", "arguments": {"answer": "3"}} user tool'] * 10
+    tokenizer.train_from_iterator(corpus, trainer)
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<pad>", eos_token="<|im_end|>"
+    )
+    hf.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    return hf
+
+
+class ScriptedModelServer:
+    """Stands in for verl's vLLM server manager (`generate` -> `TokenOutput`): it reads the
+    prompt's last question and answers it with a hermes tool call, and stops once the
+    environment said done."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
+        text = self.tokenizer.decode(prompt_ids)
+        if '"done": true' in text:
+            reply = "Done.<|im_end|>"
+        else:
+            answer = solve(text)
+            call = json.dumps({"name": "act", "arguments": {"answer": answer}})
+            reply = f"<tool_call>{call}</tool_call><|im_end|>"
+        ids = self.tokenizer.encode(reply, add_special_tokens=False)
+        return TokenOutput(token_ids=ids)
+
+
+async def test_whole_rollout_through_verls_tool_agent_loop(tmp_path: Path, math_url: str) -> None:
+    from omegaconf import OmegaConf
+
+    tools = load_tools(tmp_path, math_url)
+    tokenizer = chat_tokenizer()
+    multi_turn = {
+        "max_user_turns": 5,
+        "max_assistant_turns": 5,
+        "max_parallel_calls": 1,
+        "max_tool_response_length": 4096,
+        "tool_response_truncate_side": "middle",
+        "format": "hermes",
+    }
+    rollout = {
+        "prompt_length": 4096,
+        "response_length": 4096,
+        "full_determinism": False,
+        "multi_turn": multi_turn,
+    }
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": rollout}})
+    loop = ToolAgentLoop(
+        trainer_config=DictConfigWrap(config),
+        server_manager=ScriptedModelServer(tokenizer),
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=None,
+        data_config=DictConfigWrap(OmegaConf.create({})),
+        tools=ToolListWrap(list(tools.values())),
+    )
+    first = verl_adapter.ServedEnv(math_url).episode(seed=5)
+    prompt = first.initial_messages()
+    first.close()
+
+    output = await loop.run(
+        {}, raw_prompt=prompt, tools_kwargs={"act": {"create_kwargs": {"seed": 5}}}
+    )
+    assert output.extra_fields["tool_rewards"] == [1.0, 1.0, 1.0]
+    assert verl_adapter.INFRA_ERROR_FIELD not in output.extra_fields
+    assert sum(output.response_mask) > 0  # the model's tokens are there to train on
