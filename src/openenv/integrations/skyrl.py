@@ -26,6 +26,7 @@ from ._episodes import EnvironmentInfrastructureError, ServedEnv, TextEpisode
 
 __all__ = [
     "EnvironmentInfrastructureError",
+    "ServedEnv",
     "register_skyrl_env",
     "skyrl_env_class",
 ]

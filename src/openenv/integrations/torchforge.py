@@ -28,6 +28,7 @@ __all__ = [
     "EnvironmentInfrastructureError",
     "ForgeEpisode",
     "ForgeTextEnv",
+    "ServedEnv",
     "play_episode",
 ]
 

@@ -42,6 +42,7 @@ from ._episodes import EnvironmentInfrastructureError, ServedEnv, TextEpisode
 __all__ = [
     "INFRA_ERROR_FIELD",
     "EnvironmentInfrastructureError",
+    "ServedEnv",
     "close_trajectory",
     "raise_if_infrastructure_failed",
     "tool_schema_dict",
