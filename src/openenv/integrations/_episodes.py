@@ -182,18 +182,16 @@ class TextEpisode:
         self.done = bool(result.done)
         self.total_reward += float(reward)
         observation = f"Error: {result.error}" if result.error else _as_text(result.data)
-        metadata = {"env_reward": reward, "tool_error": result.error} if result.error else {}
-        return TextStep(observation, float(reward), self.done, metadata or {"env_reward": reward})
+        metadata: dict[str, Any] = {"env_reward": reward}
+        if result.error:
+            metadata["tool_error"] = result.error
+        return TextStep(observation, float(reward), self.done, metadata)
 
     def _invalid(self, message: str) -> TextStep:
         # The model's fault: it sees why, and the adapter's penalty is not an env reward.
         penalty = self._served.invalid_action_reward
-        return TextStep(
-            f"Invalid action: {message}",
-            penalty,
-            False,
-            {"invalid_action": True, "error": message},
-        )
+        metadata = {"invalid_action": True, "error": message}
+        return TextStep(f"Invalid action: {message}", penalty, self.done, metadata)
 
     def close(self) -> None:
         self._session.close()
