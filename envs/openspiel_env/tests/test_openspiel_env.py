@@ -150,6 +150,9 @@ async def test_server_default_game_from_env_var(kuhn_server: str) -> None:
         obs = result.observation
         assert obs.game == "kuhn_poker" and obs.legal_action_names == ["Pass", "Bet"]
         assert obs.state_string == ""  # the opponent's card stays hidden
+        # The deals are chance outcomes: the agent learns chance played, not which cards.
+        deals = [a for a in obs.other_actions if a["player"] == -1]
+        assert deals and all(a["action_id"] is None and a["action"] is None for a in deals)
         assert obs.info_state_string is not None and len(obs.observation_tensor) == 7
         assert len(obs.info_state) == 11  # OpenEnv's info_state: the information-state tensor
         result = await env.step(OpenSpielAction(action_id=1))  # bet

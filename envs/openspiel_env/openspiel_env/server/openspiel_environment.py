@@ -52,6 +52,15 @@ def load_game(name: str, params: dict[str, Any] | None = None) -> pyspiel.Game:
     return game
 
 
+def _hide_chance(entry: dict[str, Any]) -> dict[str, Any]:
+    """A chance outcome of an imperfect-information game may be private (the dealer's hole card,
+    the opponent's card): the agent learns that chance played, not what. What it may see is in
+    its own `observation_string` / `info_state_string`."""
+    if entry["player"] != int(pyspiel.PlayerId.CHANCE):
+        return entry
+    return {"player": entry["player"], "action_id": None, "action": None}
+
+
 class OpenSpielEnvironment(Environment[OpenSpielAction, OpenSpielObservation, OpenSpielState]):
     """The agent plays `agent_player` (0) of an OpenSpiel game. In two-player games the other
     player is a built-in opponent (`"random"`: uniform over the legal actions; `"first"` (or
@@ -193,7 +202,7 @@ class OpenSpielEnvironment(Environment[OpenSpielAction, OpenSpielObservation, Op
             observation_tensor=None if tensor is None else [float(x) for x in tensor],
             observation_tensor_shape=None if shape is None else [int(n) for n in shape],
             returns=returns,
-            other_actions=list(self._other),
+            other_actions=list(self._other) if perfect else [_hide_chance(a) for a in self._other],
             # str(state) shows hidden information (cards) in imperfect-information games
             state_string=str(s) if perfect else "",
             message=message,
