@@ -30,7 +30,10 @@ from openenv.core.harness.rollout import (
     RolloutEvent,
     RolloutInfrastructureError,
     ToolTraceEntry,
+    _as_text,
     build_harness_rollout_func,
+    is_model_error,
+    tool_result_reward,
 )
 from openenv.core.harness.sessions import ACT_TOOL, EnvSessionFactory
 from openenv.core.llm_client import LLMResponse
@@ -294,7 +297,9 @@ class ServedEnvironment:
         self.steps = 0
 
     def reset(self, **row: Any) -> str | None:
-        self._close_session()
+        session, self._session = self._session, None
+        if session is not None:
+            _close_quietly(session)  # a server that went away must not stop the retries below
         self._reward = None
         self._infra_error = None
         self.steps = 0
@@ -314,8 +319,6 @@ class ServedEnvironment:
         return str(messages[-1].get("content") or "")
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
-        from openenv.core.harness.rollout import _as_text, is_model_error, tool_result_reward
-
         if self._session is None:
             raise RuntimeError("reset() first")
         try:
