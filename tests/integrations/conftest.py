@@ -1,10 +1,14 @@
 """Real environment servers for the trainer adapter tests (loopback uvicorn, real WebSocket
-frames), and a policy that answers the math environment's questions."""
+frames), and a policy that answers the math environment's questions.
+
+Collecting test_trl.py imports torch, transformers and TRL (seconds of CPU); its tests are all
+`slow`, so a run whose `-m` deselects `slow` (the default) does not collect it at all."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +52,17 @@ def dead_url() -> str:
     from openenv.testing.live_server import free_port
 
     return f"http://127.0.0.1:{free_port()}"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path.name != "test_trl.py":
+        return None
+    markexpr = config.getoption("markexpr") or ""
+    try:  # pytest's own evaluator of -m expressions (private: collect normally without it)
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        return None
+    if not markexpr:
+        return None
+    selects_slow = Expression.compile(markexpr).evaluate(lambda name, **kwargs: name == "slow")
+    return True if not selects_slow else None

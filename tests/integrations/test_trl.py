@@ -339,7 +339,7 @@ def test_environment_factory_instances_are_served_sessions(math_server: str) -> 
 def test_grpo_with_environment_factory_calls_the_environments_tools(
     math_server: str, tmp_path: Path
 ) -> None:
-    from openenv.integrations.trl import environment_factory
+    from openenv.integrations.trl import close_environments, environment_factory
 
     base = environment_factory(math_server, observation_text=_question_only)
     made: list[Any] = []
@@ -366,9 +366,13 @@ def test_grpo_with_environment_factory_calls_the_environments_tools(
         processing_class=tokenizer,
         environment_factory=make,
     )
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        close_environments(trainer)
 
     assert trainer.state.global_step == 2
+    assert made and all(env._session is None for env in made)  # the pooled sessions, closed
     stepped = [env.steps for env in made]
     assert sum(stepped) > 0, stepped
     logs = [entry for entry in trainer.state.log_history if "tools/call_frequency" in entry]

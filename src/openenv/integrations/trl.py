@@ -30,7 +30,10 @@ from openenv.core.harness.rollout import (
     RolloutEvent,
     RolloutInfrastructureError,
     ToolTraceEntry,
+    _as_text,
     build_harness_rollout_func,
+    is_model_error,
+    tool_result_reward,
 )
 from openenv.core.harness.sessions import ACT_TOOL, EnvSessionFactory
 from openenv.core.llm_client import LLMResponse
@@ -40,6 +43,7 @@ __all__ = [
     "ServedEnvironment",
     "SingleTurnAdapter",
     "TrainerModelStep",
+    "close_environments",
     "env_reward",
     "environment_factory",
     "rollout_func",
@@ -293,7 +297,9 @@ class ServedEnvironment:
         self.steps = 0
 
     def reset(self, **row: Any) -> str | None:
-        self._close_session()
+        session, self._session = self._session, None
+        if session is not None:
+            _close_quietly(session)  # a server that went away must not stop the retries below
         self._reward = None
         self._infra_error = None
         self.steps = 0
@@ -313,8 +319,6 @@ class ServedEnvironment:
         return str(messages[-1].get("content") or "")
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
-        from openenv.core.harness.rollout import _as_text, is_model_error, tool_result_reward
-
         if self._session is None:
             raise RuntimeError("reset() first")
         try:
@@ -343,12 +347,30 @@ class ServedEnvironment:
             session.close()
 
     # No public `close`: TRL offers every public method to the model as a tool. A session is
-    # closed by the next reset, or when the instance goes.
+    # closed by the next reset, by `close_environments(trainer)`, or when the instance goes.
     def __del__(self) -> None:
-        try:
-            self._close_session()
-        except Exception:  # interpreter shutdown: the server drops the session
-            pass
+        session, self._session = getattr(self, "_session", None), None
+        if session is not None:
+            # Not here: the collector may be running on the session client's own loop thread,
+            # which the blocking close would then wait on forever.
+            threading.Thread(target=_close_quietly, args=(session,), daemon=True).start()
+
+
+def _close_quietly(session: Any) -> None:
+    try:
+        session.close()
+    except Exception:  # the server already dropped it
+        pass
+
+
+def close_environments(trainer: Any) -> None:
+    """Close the sessions of a `GRPOTrainer`'s environment instances (TRL keeps them pooled
+    for the next batch and never closes them)."""
+    pool: dict[Any, list[Any]] = getattr(trainer, "_environment_pool", None) or {}
+    for instances in pool.values():
+        for instance in instances:
+            if isinstance(instance, ServedEnvironment):
+                instance._close_session()
 
 
 def _tool_method(tool: Tool) -> Callable[..., str]:
