@@ -1,6 +1,6 @@
 """examples/train_llm.py runs every stage end to end (a very short run) and writes its outputs.
 
-How well the model learns is the full run's business (docs/training-llm.md): rewards this short
+How well the model learns is the full run's business (docs/training.md): rewards this short
 a run reaches are noise, so only their range is checked here.
 """
 

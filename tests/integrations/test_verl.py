@@ -6,7 +6,7 @@ parser and tool calls), with a tokenizer trained on the spot and a scripted mode
 place of vLLM (no model weights can be downloaded or run here).
 
 verl is not in this project's environment (it pulls ray, wandb, tensorboard and a CUDA torch
-by default); these tests skip without it. docs/training-trainers.md says how they were run
+by default); these tests skip without it. docs/training.md says how they were run
 here: verl 0.9.1 on the CPU torch wheel, in a venv of its own."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .conftest import kill, solve
 #: Importing verl (ray, transformers) alone takes tens of seconds here.
 pytestmark = pytest.mark.slow
 
-pytest.importorskip("verl", reason="verl is not installed (see docs/training-trainers.md)")
+pytest.importorskip("verl", reason="verl is not installed (see docs/training.md)")
 
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap  # noqa: E402
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop  # noqa: E402
