@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -62,6 +63,8 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
     the agent alternate colours from one episode to the next (white first), OpenEnv's default."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    #: The /web playground draws the board with this script (docs/web.md).
+    web_renderer = Path(__file__).with_name("web_renderer.js")
     # Not on the event loop: the greedy opponent takes up to a millisecond, Stockfish waits on I/O.
 
     def __init__(

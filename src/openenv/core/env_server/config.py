@@ -14,6 +14,15 @@ DEFAULT_CONCURRENT_SESSIONS = 1024
 DEFAULT_CALL_TIMEOUT = 600.0
 #: Seconds SIGTERM waits for in-flight calls to reply before the server ends them and exits.
 DEFAULT_SHUTDOWN_GRACE = 10.0
+#: OpenEnv's switch for its web interface; the same values turn the /web playground on.
+WEB_INTERFACE_ENV = "ENABLE_WEB_INTERFACE"
+
+
+def web_interface_enabled(explicit: bool | None = None) -> bool:
+    """`explicit` if given, else `ENABLE_WEB_INTERFACE` (OpenEnv's values: true/1/yes)."""
+    if explicit is not None:
+        return explicit
+    return os.environ.get(WEB_INTERFACE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _env_number(name: str, kind: type) -> Any | None:

@@ -30,7 +30,7 @@ from ..protocol import (
 )
 from . import log_redaction
 from .asgi import BodyTooLarge, read_body, replay
-from .config import ServerConfig
+from .config import ServerConfig, web_interface_enabled
 from .harness_ws import HarnessSocket, builds_harness_environment
 from .http_errors import install_error_handlers, strict_json_routes
 from .interfaces import Environment, state_class_of
@@ -406,9 +406,16 @@ def create_fastapi_app(
     state_cls: type[State] | None = None,
     *,
     mode: ServerMode | str | None = None,
+    web_interface: bool = False,
+    web_title: str | None = None,
+    web_renderer: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> FastAPI:
-    """Build the app. `options` are `ServerConfig` fields (session_timeout, max_queued, ...)."""
+    """Build the app. `options` are `ServerConfig` fields (session_timeout, max_queued, ...).
+
+    `web_interface` adds the `/web` playground (docs/web.md); `web_renderer` is a script that
+    renders observations on it (else the environment class's `web_renderer` attribute).
+    """
     server = HTTPEnvServer(
         env,
         action_cls,
@@ -428,6 +435,8 @@ def create_fastapi_app(
         redoc_url="/redoc" if server.config.docs else None,
     )
     server.register_routes(app, _server_mode(mode))
+    if web_interface:
+        _mount_playground(app, server, env, env_name, web_title, web_renderer)
     app.add_middleware(BodySizeLimit, limit=server.config.max_message_bytes)
     if os.environ.get(WORKER_DIR_ENV):
         app.add_middleware(WorkerRouter)
@@ -436,18 +445,41 @@ def create_fastapi_app(
         AccessGuard,
         api_key=server.config.api_key,
         allowed_origins=server.config.allowed_origins,
+        playground=web_interface,
     )
     app.state.openenv_server = server
     log_redaction.install()
     return app
 
 
-_WEB_UI_OPTIONS = (
+def _mount_playground(
+    app: FastAPI,
+    server: HTTPEnvServer,
+    env: EnvFactory,
+    env_name: str | None,
+    title: str | None,
+    renderer: str | os.PathLike[str] | None,
+) -> None:
+    # Imported here: a server without the playground never loads it.
+    from .web import mount_playground, renderer_of
+
+    name = env_name or server.manager.factory_name
+    mount_playground(
+        app,
+        title=title or f"{name} playground",
+        env_name=name,
+        api_key_required=server.config.api_key is not None,
+        renderer=renderer_of(env, renderer),
+    )
+
+
+#: OpenEnv's options for its Gradio page, which this server does not build (its playground is
+#: a static page); `title_override` still names the page.
+_GRADIO_OPTIONS = (
     "gradio_builder",
     "custom_tab_name",
     "custom_tab_primary",
     "show_default_tab",
-    "title_override",
 )
 
 
@@ -463,9 +495,17 @@ def create_app(
     mode: ServerMode | str | None = None,
     **options: Any,
 ) -> FastAPI:
-    """Build the FastAPI app for an environment factory (OpenEnv's signature)."""
-    for web_ui_only in _WEB_UI_OPTIONS:  # OpenEnv's Gradio options; this server has no web UI yet
-        options.pop(web_ui_only, None)
+    """Build the FastAPI app for an environment factory (OpenEnv's signature).
+
+    The `/web` playground is on when `ENABLE_WEB_INTERFACE` is true/1/yes (OpenEnv's switch) or
+    `web_interface=True` is passed.
+    """
+    if options.get("gradio_builder") is not None:
+        logger.warning("gradio_builder is ignored: the /web playground is not a Gradio app")
+    for gradio_only in _GRADIO_OPTIONS:
+        options.pop(gradio_only, None)
+    options.setdefault("web_title", options.pop("title_override", None))
+    options["web_interface"] = web_interface_enabled(options.pop("web_interface", None))
     return create_fastapi_app(
         env,
         action_cls,

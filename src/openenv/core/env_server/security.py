@@ -10,13 +10,21 @@
   drive a server on their machine. Handshakes are refused unless the origin is in
   `OPENENV_ALLOWED_ORIGINS` (comma-separated, `*` for any); programs send no `Origin` and are
   not affected.
+- **Playground.** With the `/web` playground on, its page (`/`, `/web`, `/web/...`: static files
+  that hold no secret) answers without the key, and a socket opened by a page of this very
+  server (its `Origin` names the host the request was sent to) is allowed. A browser cannot put
+  a header on a WebSocket handshake, so the page sends the key as a subprotocol
+  (`openenv.bearer.<base64url key>`), which is accepted in place of the header.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import secrets
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -24,6 +32,39 @@ from ..protocol import dumps
 
 #: Routes that answer without credentials.
 OPEN_PATHS = frozenset({"/health"})
+#: With the playground on, these answer without credentials too (the page and its files).
+PLAYGROUND_PATHS = frozenset({"/", "/web"})
+PLAYGROUND_PREFIX = "/web/"
+#: A browser's way to send the API key on a WebSocket handshake: a subprotocol of this prefix
+#: followed by the key in unpadded base64url.
+BEARER_SUBPROTOCOL_PREFIX = "openenv.bearer."
+
+
+def bearer_subprotocol(api_key: str) -> str:
+    """The subprotocol that carries `api_key` (what the playground page offers)."""
+    encoded = base64.urlsafe_b64encode(api_key.encode()).decode().rstrip("=")
+    return BEARER_SUBPROTOCOL_PREFIX + encoded
+
+
+def _key_from_subprotocols(scope: Scope) -> bytes | None:
+    for offered in scope.get("subprotocols") or ():
+        if offered.startswith(BEARER_SUBPROTOCOL_PREFIX):
+            encoded = offered[len(BEARER_SUBPROTOCOL_PREFIX) :]
+            try:
+                key = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+            except (binascii.Error, ValueError):
+                return None
+            return b"Bearer " + key
+    return None
+
+
+def _request_path(scope: Scope) -> str:
+    """The path without the prefix a proxy or `root_path` put in front of it."""
+    path: str = scope["path"]
+    root = scope.get("root_path") or ""
+    if root and path.startswith(root):
+        path = path[len(root) :] or "/"
+    return path
 
 
 def api_key_from_env() -> str | None:
@@ -39,11 +80,16 @@ class AccessGuard:
     """ASGI middleware: refuses requests without the API key and sockets from foreign pages."""
 
     def __init__(
-        self, app: ASGIApp, api_key: str | None, allowed_origins: Iterable[str] = ()
+        self,
+        app: ASGIApp,
+        api_key: str | None,
+        allowed_origins: Iterable[str] = (),
+        playground: bool = False,
     ) -> None:
         self.app = app
         self.expected = f"Bearer {api_key}".encode() if api_key else None
         self.origins = {origin.rstrip("/").lower() for origin in allowed_origins}
+        self.playground = playground
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -53,11 +99,13 @@ class AccessGuard:
         headers = dict(scope["headers"])
         if kind == "websocket":
             origin = headers.get(b"origin")
-            if origin is not None and not self._origin_allowed(origin.decode("latin-1")):
+            if origin is not None and not self._origin_allowed(origin.decode("latin-1"), headers):
                 await self._refuse_socket(receive, send)
                 return
-        if self.expected is not None and scope["path"] not in OPEN_PATHS:
+        if self.expected is not None and not self._open_path(_request_path(scope)):
             sent = headers.get(b"authorization", b"")
+            if kind == "websocket" and not sent:
+                sent = _key_from_subprotocols(scope) or b""
             if not secrets.compare_digest(sent, self.expected):
                 if kind == "websocket":
                     await self._refuse_socket(receive, send)
@@ -66,8 +114,16 @@ class AccessGuard:
                 return
         await self.app(scope, receive, send)
 
-    def _origin_allowed(self, origin: str) -> bool:
-        return "*" in self.origins or origin.rstrip("/").lower() in self.origins
+    def _open_path(self, path: str) -> bool:
+        if path in OPEN_PATHS:
+            return True
+        return self.playground and (path in PLAYGROUND_PATHS or path.startswith(PLAYGROUND_PREFIX))
+
+    def _origin_allowed(self, origin: str, headers: dict[bytes, bytes]) -> bool:
+        origin = origin.rstrip("/").lower()
+        if "*" in self.origins or origin in self.origins:
+            return True
+        return self.playground and _same_origin(origin, headers)
 
     @staticmethod
     async def _refuse_socket(receive: Receive, send: Send) -> None:
@@ -75,6 +131,19 @@ class AccessGuard:
         message = await receive()
         if message["type"] == "websocket.connect":
             await send({"type": "websocket.close", "code": 1008})
+
+
+def _same_origin(origin: str, headers: dict[bytes, bytes]) -> bool:
+    """The page that opens the socket was served by this server: its origin names the host the
+    handshake was sent to (`X-Forwarded-Host` behind a proxy, which a page cannot set)."""
+    origin_host = urlsplit(origin).netloc
+    if not origin_host:
+        return False
+    hosts = [headers.get(b"host", b"")]
+    forwarded = headers.get(b"x-forwarded-host")
+    if forwarded:
+        hosts.extend(part.strip() for part in forwarded.split(b","))
+    return any(origin_host == host.decode("latin-1").lower() for host in hosts if host)
 
 
 async def _unauthorized(send: Send) -> None:

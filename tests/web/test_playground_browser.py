@@ -1,0 +1,128 @@
+"""The /web playground in a real browser: episodes on echo, chess and Atari through the page,
+two browser contexts at once (two visitors, two sessions). Screenshots: test-artifacts/web/."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.server import RunningServer, serve
+from tests.web.browser import browser, click_and_wait, open_playground, reset, screenshot
+
+__all__ = ["browser"]  # the fixture, imported for pytest
+
+pytestmark = pytest.mark.slow
+
+WEB = {"ENABLE_WEB_INTERFACE": "1"}
+
+
+@pytest.fixture
+def two_visitors(browser: Any) -> Iterator[tuple[Any, Any]]:
+    first = browser.new_context(viewport={"width": 1280, "height": 900})
+    second = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        yield first, second
+    finally:
+        first.close()
+        second.close()
+
+
+def _serve(app: str, env: dict[str, str] | None = None) -> Any:
+    # The variables are read while the app is built, so the server can run in this process.
+    return serve(app, env={**WEB, **(env or {})}, in_process=True)
+
+
+def _session(page: Any) -> str:
+    return str(page.evaluate("document.body.dataset.session"))
+
+
+def test_echo_tools_in_two_sessions(two_visitors: tuple[Any, Any]) -> None:
+    server: RunningServer
+    with _serve("echo_env.server.app:app") as server:
+        alice, bob = (open_playground(context, server.url + "/web/") for context in two_visitors)
+        assert _session(alice) != _session(bob)
+        # An MCP environment: its tools, each with a form, instead of the raw action form.
+        tools = alice.locator("#tools form.tool")
+        assert sorted(tools.evaluate_all("forms => forms.map(f => f.dataset.tool)")) == [
+            "echo_message",
+            "echo_with_length",
+        ]
+        for page in (alice, bob):
+            reset(page)
+        alice.fill("form[data-tool=echo_message] [name=message]", "hello from alice")
+        click_and_wait(alice, "form[data-tool=echo_message] button")
+        alice.fill("form[data-tool=echo_with_length] [name=message]", "four")
+        click_and_wait(alice, "form[data-tool=echo_with_length] button")
+        bob.fill("form[data-tool=echo_message] [name=message]", "bob here")
+        click_and_wait(bob, "form[data-tool=echo_message] button")
+
+        assert "four" in alice.inner_text("#observation")
+        assert alice.locator("#history tbody tr").count() == 3  # reset + two calls
+        assert bob.locator("#history tbody tr").count() == 2  # his own episode only
+        assert "bob here" in bob.inner_text("#observation")
+        assert "alice" not in bob.inner_text("#history")
+        # Each page's session counts its own steps.
+        click_and_wait(alice, "#state")
+        assert '"step_count": 2' in alice.inner_text("#raw")
+        click_and_wait(bob, "#state")
+        assert '"step_count": 1' in bob.inner_text("#raw")
+        screenshot(alice, "echo")
+
+
+def test_chess_board_and_moves(two_visitors: tuple[Any, Any]) -> None:
+    with _serve("chess_env.server.app:app") as server:
+        white, other = (open_playground(context, server.url + "/web") for context in two_visitors)
+        reset(white)
+        reset(other)
+        board = white.inner_text("[data-field=board]")
+        assert "♖" in board and "a b c d e f g h" in board  # the env's own renderer drew it
+        if "you play black" in white.inner_text("#observation"):
+            reset(white)  # colours alternate per episode: take white for a fixed first move
+        white.fill("#action-form [name=move]", "e2e4")
+        click_and_wait(white, "#step")
+        assert white.inner_text("#steps") == "1"
+        assert white.locator("#history tbody tr").count() == 2
+        # An illegal move is the environment's penalty, shown as the step's reward.
+        white.fill("#action-form [name=move]", "e1e8")
+        click_and_wait(white, "#step")
+        assert white.inner_text("#reward") == "-0.1"
+        # The other visitor's board has not moved.
+        assert other.locator("#history tbody tr").count() == 1
+        assert "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR" in other.inner_text("#observation")
+        screenshot(white, "chess")
+
+
+def test_atari_frame_as_picture(two_visitors: tuple[Any, Any]) -> None:
+    with _serve("atari_env.server.app:app") as server:
+        first, second = (open_playground(context, server.url + "/web/") for context in two_visitors)
+        reset(first, seed=7)
+        reset(second, seed=7)
+        canvas = first.locator("[data-field=screen] canvas")
+        assert canvas.evaluate("c => [c.width, c.height]") == [160, 210]
+        # The picture is the frame: not a blank canvas.
+        distinct = canvas.evaluate(
+            "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+            " const seen = new Set(); for (let i = 0; i < d.length; i += 4)"
+            " seen.add(d[i] << 16 | d[i+1] << 8 | d[i+2]); return seen.size; }"
+        )
+        assert distinct > 2
+        # action_id is an integer field; the legal actions are offered as choices.
+        assert first.locator("#action-form [name=action_id]").get_attribute("type") == "number"
+        assert first.locator("#action-form datalist option").count() >= 2
+        for _ in range(3):
+            first.fill("#action-form [name=action_id]", "2")
+            click_and_wait(first, "#step")
+        assert first.inner_text("#steps") == "3"
+        assert first.inner_text("#done") == "no"
+        assert second.locator("#history tbody tr").count() == 1
+        # An out-of-range action is a clear error on the page; the session goes on.
+        first.fill("#action-form [name=action_id]", "99")
+        click_and_wait(first, "#step")
+        assert "99" in first.inner_text("#error") or "action" in first.inner_text("#error")
+        first.fill("#action-form [name=action_id]", "0")
+        click_and_wait(first, "#step")
+        assert first.inner_text("#steps") == "4"
+        assert first.locator("#error").is_hidden()
+        screenshot(first, "atari")
