@@ -126,3 +126,34 @@ def test_atari_frame_as_picture(two_visitors: tuple[Any, Any]) -> None:
         assert first.inner_text("#steps") == "4"
         assert first.locator("#error").is_hidden()
         screenshot(first, "atari")
+
+
+def test_behind_a_prefix_with_an_api_key_and_a_custom_renderer(browser: Any) -> None:
+    from tests.web.apps import KEY, PREFIX
+
+    with serve("tests.web.apps:prefixed", in_process=True) as server:
+        context = browser.new_context(viewport={"width": 1100, "height": 700})
+        try:
+            page = context.new_page()
+            page.set_default_timeout(60_000)
+            page.goto(server.url + PREFIX + "/")  # redirected to <prefix>/web/
+            assert page.url == server.url + PREFIX + "/web/"
+            page.wait_for_selector("#auth:not([hidden])")  # the page asks for the key
+            page.fill("#api-key", KEY)
+            page.click("#auth-form button")
+            page.wait_for_selector("body[data-ready=true]")
+            reset(page, seed=3)
+            page.fill("#action-form [name=amount]", "2")
+            click_and_wait(page, "#step")
+            assert page.inner_text("[data-field=custom-count]").startswith("count = ")
+            assert page.inner_text("#steps") == "1"
+            # The environment's error is shown; the session stays usable.
+            page.fill("#action-form [name=amount]", "13")
+            click_and_wait(page, "#step")
+            assert "EXECUTION_ERROR" in page.inner_text("#error")
+            page.fill("#action-form [name=amount]", "1")
+            click_and_wait(page, "#step")
+            assert page.inner_text("#steps") == "2"
+            screenshot(page, "counter-prefix-key")
+        finally:
+            context.close()
