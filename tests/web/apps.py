@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openenv.core.env_server import create_app
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from openenv.core.env_server import create_app
 from tests.apps.counter import CounterAction, CounterEnv, CounterObservation
 
 KEY = "playground-key"

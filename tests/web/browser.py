@@ -33,7 +33,9 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# Per module: the sync API runs an event loop of its own while it is open, which the async
+# tests of other modules must not find running.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     executable = chromium_path()
     if executable is None:

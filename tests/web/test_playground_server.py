@@ -96,9 +96,7 @@ async def test_same_origin_is_not_enough_without_the_playground(
             pass
 
 
-async def test_api_key_page_open_api_closed_key_as_subprotocol(
-    keyed_server: RunningServer,
-) -> None:
+def test_api_key_leaves_the_page_open_and_the_api_closed(keyed_server: RunningServer) -> None:
     base = keyed_server.url + PREFIX
     with httpx.Client(trust_env=False) as http:
         assert http.get(base + "/web/").status_code == 200
@@ -107,7 +105,10 @@ async def test_api_key_page_open_api_closed_key_as_subprotocol(
         assert http.get(base + "/schema").status_code == 401
         auth = {"Authorization": f"Bearer {KEY}"}
         assert http.get(base + "/schema", headers=auth).status_code == 200
-    ws_url = base.replace("http://", "ws://") + "/ws"
+
+
+async def test_api_key_as_a_websocket_subprotocol(keyed_server: RunningServer) -> None:
+    ws_url = keyed_server.url.replace("http://", "ws://") + PREFIX + "/ws"
     for wrong in ([SUBPROTOCOL], [SUBPROTOCOL, bearer_subprotocol("nope")]):
         with pytest.raises(InvalidStatus):
             async with connect(ws_url, origin=keyed_server.url, subprotocols=wrong, proxy=None):

@@ -9,6 +9,7 @@ imported when it is on). Links inside the page are relative, so it works behind 
 
 from __future__ import annotations
 
+import functools
 import os
 from importlib import resources
 from pathlib import Path
@@ -65,8 +66,10 @@ def renderer_of(env: Any, renderer: str | os.PathLike[str] | None) -> Path | Non
     return path
 
 
+@functools.cache
 def _static(name: str) -> bytes:
-    return resources.files(__package__).joinpath("static", name).read_bytes()
+    """A file of the page, read on first request (a few KiB, kept)."""
+    return resources.files(__package__).joinpath("static").joinpath(name).read_bytes()
 
 
 def mount_playground(
@@ -78,6 +81,7 @@ def mount_playground(
     renderer: Path | None = None,
 ) -> None:
     """Add `/web/` (the page and its files) and redirects from `/` and `/web` to it."""
+    renderer_script = renderer.read_bytes() if renderer is not None else b""
     config = dumps(
         {
             "title": title,
@@ -102,8 +106,7 @@ def mount_playground(
 
     @app.get(WEB_PATH + "/renderer.js", include_in_schema=False)
     async def web_renderer() -> Response:
-        body = renderer.read_bytes() if renderer is not None else b""
-        return Response(body, media_type="text/javascript", headers=_PAGE_HEADERS)
+        return Response(renderer_script, media_type="text/javascript", headers=_PAGE_HEADERS)
 
     @app.get(WEB_PATH + "/{name:path}", include_in_schema=False)
     async def web_file(name: str) -> Response:

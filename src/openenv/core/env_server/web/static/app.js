@@ -389,13 +389,14 @@
 
   function renderObservation(observation, container) {
     const helpers = { image, pre, json, el, view };
+    const failures = [];
     for (const renderer of renderers) {
       try {
         if (renderer(observation, container, helpers)) return;
       } catch (err) {
-        container.append(el("div", { class: "error", text: "custom renderer failed: " + err.message }));
+        failures.push(el("div", { class: "error", text: "custom renderer failed: " + err.message }));
       }
-      container.replaceChildren();
+      container.replaceChildren(...failures);
     }
     const used = new Set(["metadata", "reward", "done"]);
     for (const frame of frames(observation)) {
