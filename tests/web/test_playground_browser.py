@@ -157,3 +157,57 @@ def test_behind_a_prefix_with_an_api_key_and_a_custom_renderer(browser: Any) -> 
             screenshot(page, "counter-prefix-key")
         finally:
             context.close()
+
+
+def test_form_from_schema_enums_bounds_nested(browser: Any) -> None:
+    with serve("tests.web.apps:moves", in_process=True) as server:
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        try:
+            page = open_playground(context, server.url + "/web/")
+            form = "#action-form "
+            options = page.locator(form + "select[name=direction] option")
+            assert options.all_inner_texts() == ["north", "south", "east", "west"]
+            speed = page.locator(form + "[data-field=speed] input")
+            assert (speed.get_attribute("min"), speed.get_attribute("max")) == ("0", "5")
+            assert speed.input_value() == "1"  # the default
+            assert page.locator(form + "fieldset[data-field=target] input").count() == 2
+            assert page.inner_text(form + "fieldset[data-field=target] legend") == "Target"
+            assert page.locator(form + "[name=sprint]").get_attribute("type") == "checkbox"
+
+            reset(page)
+            assert page.locator("[data-field=board] pre.board").count() == 1  # a 2-D list
+            page.select_option(form + "select[name=direction]", label="east")
+            page.fill(form + "[data-field=speed] input", "2.5")
+            page.fill(form + "fieldset[data-field=target] [name=x]", "1")
+            page.fill(form + "fieldset[data-field=target] [name=y]", "2")
+            page.check(form + "[name=sprint]")
+            page.fill(form + "[name=tags]", '["fast"]')
+            click_and_wait(page, "#step")
+            assert page.locator("#error").is_hidden(), page.inner_text("#error")
+            received = page.evaluate("openenvPlayground.lastReply.observation.received")
+            assert received == {
+                "direction": "east",
+                "speed": 2.5,
+                "target": {"x": 1, "y": 2},
+                "sprint": True,
+                "tags": ["fast"],
+                "note": None,
+            }
+            assert page.inner_text("#reward") == "2.5"
+            assert ". . .\n. . .\n. X ." in page.inner_text("[data-field=board]")
+            # Out of bounds: the browser itself refuses to send the form.
+            x_field = page.locator(form + "fieldset[data-field=target] [name=x]")
+            x_field.fill("12")
+            assert x_field.evaluate("input => input.validity.rangeOverflow")
+            x_field.fill("0")
+            # What only the server can check: its validation error is shown, the session goes on.
+            page.fill(form + "[name=tags]", "[1]")
+            click_and_wait(page, "#step")
+            assert "VALIDATION_ERROR" in page.inner_text("#error")
+            assert "tags" in page.inner_text("#error")
+            page.fill(form + "[name=tags]", "")
+            click_and_wait(page, "#step")
+            assert page.inner_text("#steps") == "2"
+            screenshot(page, "forms")
+        finally:
+            context.close()

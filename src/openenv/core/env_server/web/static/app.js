@@ -136,7 +136,8 @@
   // Returns {node, read()}; read() gives the value or undefined (left empty).
   function fieldFor(name, rawSchema, required) {
     const schema = resolve(rawSchema);
-    const title = schema.title || name;
+    // The field's own title: a referenced model's title ("Point") would hide the field's name.
+    const title = (rawSchema || {}).title || name.charAt(0).toUpperCase() + name.slice(1).replace(/_/g, " ");
     const desc = schema.description ? el("span", { class: "desc", text: schema.description }) : null;
     const inputId = "f-" + Math.random().toString(36).slice(2, 9);
     if (schema.const !== undefined) return { node: null, read: () => schema.const };
