@@ -97,3 +97,17 @@ class MoveEnv(Environment[MoveAction, MoveObservation, State]):
 
 
 moves = create_app(MoveEnv, MoveAction, MoveObservation, env_name="moves", web_interface=True)
+
+#: Built with OpenEnv's Gradio options, as an environment written for OpenEnv would be.
+titled = create_app(
+    CounterEnv,
+    CounterAction,
+    CounterObservation,
+    env_name="counter",
+    web_interface=True,
+    title_override="Counter by hand",
+    gradio_builder=lambda *args: None,
+    custom_tab_name="Board",
+    custom_tab_primary=True,
+    show_default_tab=False,
+)

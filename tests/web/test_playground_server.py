@@ -117,3 +117,12 @@ async def test_api_key_as_a_websocket_subprotocol(keyed_server: RunningServer) -
     async with connect(ws_url, origin=keyed_server.url, subprotocols=offered, proxy=None) as ws:
         assert ws.subprotocol == SUBPROTOCOL  # the key is never echoed back
         assert '"session"' in str(await ws.recv())
+
+
+def test_openenv_gradio_options_keep_working(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="openenv.server"):
+        running = serve("tests.web.apps:titled", in_process=True)  # builds the app anew
+        with running as server, httpx.Client(base_url=server.url, trust_env=False) as http:
+            assert http.get("/web/config.json").json()["title"] == "Counter by hand"
+            assert http.get("/web/").status_code == 200
+    assert "gradio_builder is ignored" in caplog.text

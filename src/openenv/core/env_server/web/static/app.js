@@ -87,7 +87,9 @@
         if (waiter) { state.pending.delete(frame.id); waiter(frame); }
       };
       socket.onclose = (event) => {
-        setStatus("disconnected" + (event.reason ? ": " + event.reason : ""), "closed");
+        // An idle session is closed by the server (session timeout); a reload starts a new one.
+        setStatus("disconnected" + (event.reason ? ": " + event.reason : "") + " (reload for a new session)", "closed");
+        document.body.dataset.ready = "false";
         for (const waiter of state.pending.values()) {
           waiter({ type: "error", data: { message: "connection closed", code: "CONNECTION_LOST" } });
         }
