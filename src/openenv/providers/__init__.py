@@ -29,6 +29,7 @@ from .spec import EnvSpec, NetworkPolicy, ResourceLimits, SpecError
 
 if TYPE_CHECKING:
     from .docker import DockerProvider
+    from .kubernetes import KubernetesProvider
     from .local import LocalProcessProvider
     from .sandbox import SandboxProvider
     from .swarm import DockerSwarmProvider
@@ -41,6 +42,7 @@ PROVIDERS: dict[str, str] = {
     "uv": "openenv.providers.uv:UVProvider",
     "docker": "openenv.providers.docker:DockerProvider",
     "swarm": "openenv.providers.swarm:DockerSwarmProvider",
+    "kubernetes": "openenv.providers.kubernetes:KubernetesProvider",
 }
 
 DEFAULT_PROVIDER = "local"
@@ -51,6 +53,7 @@ _LAZY = {
     "UVProvider": "uv",
     "DockerProvider": "docker",
     "DockerSwarmProvider": "swarm",
+    "KubernetesProvider": "kubernetes",
 }
 
 
@@ -87,6 +90,7 @@ __all__ = [
     "EnvSpec",
     "EnvironmentDiedError",
     "EnvironmentStartError",
+    "KubernetesProvider",
     "LocalProcessProvider",
     "NetworkPolicy",
     "Provider",
