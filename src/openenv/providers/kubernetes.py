@@ -139,6 +139,8 @@ class Cluster:
                     context_namespace = (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip()
                 self.in_cluster = True
             else:
+                # Read KUBECONFIG now: the client reads it once, when it is imported.
+                kubeconfig = kubeconfig or os.pathsep.join(str(p) for p in _kubeconfig_paths())
                 kubernetes.config.load_kube_config(
                     config_file=kubeconfig, context=context, client_configuration=configuration
                 )
