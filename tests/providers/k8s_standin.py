@@ -26,7 +26,6 @@ import copy
 import json
 import random
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -41,6 +40,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from tests.providers.standin_support import bind_node_port as _bind_node_port
+from tests.providers.standin_support import serve_standin, start_server, stop_server
 from tests.support.server import load_app
 
 KUBERNETES_VERSION = "1.37.0"
@@ -367,9 +368,7 @@ class KubeStandIn:
         app = await asyncio.to_thread(load_app, app_path, {})
         sock = runtime.sock
         assert sock is not None
-        config = uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on")
-        runtime.server = uvicorn.Server(config)
-        runtime.task = asyncio.ensure_future(runtime.server.serve(sockets=[sock]))
+        runtime.server, runtime.task = start_server(app, sock)
         runtime.log.append(f"standin kubelet: {container['image']} serving on :{runtime.port}")
         pod["status"].update(
             phase="Running",
@@ -415,11 +414,7 @@ class KubeStandIn:
             return
         if runtime.deadline is not None:
             runtime.deadline.cancel()
-        runtime.server.should_exit = True
-        runtime.server.force_exit = True
-        if runtime.task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(runtime.task, 10)
+        await stop_server(runtime.server, runtime.task)
         runtime.server = None
         if runtime.sock is not None:
             runtime.sock.close()
@@ -448,51 +443,15 @@ def _plural(kind: str) -> str:
     return next(p for p, (_, k) in KINDS.items() if k == kind)
 
 
-def _bind_node_port() -> socket.socket:
-    """A loopback socket on a free port of the NodePort range (30000-32767)."""
-    for _ in range(200):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind(("127.0.0.1", random.randint(30000, 32767)))
-        except OSError:
-            sock.close()
-            continue
-        return sock
-    raise RuntimeError("no free port in the NodePort range")
-
-
 @contextlib.contextmanager
 def running_standin(images: dict[str, str]) -> Iterator[KubeStandIn]:
     """The stand-in on a loopback port, on its own thread and event loop, until the block ends."""
     standin = KubeStandIn(images)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    standin.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = uvicorn.Server(
-        uvicorn.Config(standin.app(), log_level="warning", log_config=None, lifespan="off")
-    )
-    ready = threading.Event()
 
-    def run() -> None:
-        loop = asyncio.new_event_loop()
-        standin.loop = loop
-        ready.set()
-        loop.run_until_complete(server.serve(sockets=[sock]))
+    async def stop_pods() -> None:
         for namespace, name in list(standin.runtimes):
-            loop.run_until_complete(standin._stop_runtime(namespace, name))
-        loop.close()
+            await standin._stop_runtime(namespace, name)
 
-    thread = threading.Thread(target=run, name="kubernetes stand-in", daemon=True)
-    thread.start()
-    ready.wait(30)
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the Kubernetes stand-in did not start")
-        time.sleep(0.01)
-    try:
+    with serve_standin(standin.app(), stop_pods) as (url, loop):
+        standin.url, standin.loop = url, loop
         yield standin
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()

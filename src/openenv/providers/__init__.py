@@ -28,6 +28,7 @@ from .base import (
 from .spec import EnvSpec, NetworkPolicy, ResourceLimits, SpecError
 
 if TYPE_CHECKING:
+    from .daytona import DaytonaProvider
     from .docker import DockerProvider
     from .kubernetes import KubernetesProvider
     from .local import LocalProcessProvider
@@ -43,6 +44,7 @@ PROVIDERS: dict[str, str] = {
     "docker": "openenv.providers.docker:DockerProvider",
     "swarm": "openenv.providers.swarm:DockerSwarmProvider",
     "kubernetes": "openenv.providers.kubernetes:KubernetesProvider",
+    "daytona": "openenv.providers.daytona:DaytonaProvider",
 }
 
 DEFAULT_PROVIDER = "local"
@@ -54,6 +56,7 @@ _LAZY = {
     "DockerProvider": "docker",
     "DockerSwarmProvider": "swarm",
     "KubernetesProvider": "kubernetes",
+    "DaytonaProvider": "daytona",
 }
 
 
@@ -85,6 +88,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_PROVIDER",
     "PROVIDERS",
+    "DaytonaProvider",
     "DockerProvider",
     "DockerSwarmProvider",
     "EnvSpec",
