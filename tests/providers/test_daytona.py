@@ -112,6 +112,17 @@ async def test_a_rate_limit_that_does_not_end_is_a_provider_error(
     assert standin.create_attempts == 3 and standin.boxes == {}
 
 
+async def test_explicit_credentials_need_none_in_the_environment(
+    standin: DaytonaStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("DAYTONA_API_KEY", "DAYTONA_API_URL", "DAYTONA_TARGET"):
+        monkeypatch.delenv(name)
+    async with fast(api_key=standin.api_key, api_url=standin.api_url, target="us") as provider:
+        env = await provider.start(ECHO_IMAGE)
+        assert env.id in standin.boxes
+    assert standin.boxes == {}
+
+
 async def test_a_killed_sandbox_is_reported_dead(standin: DaytonaStandIn) -> None:
     async with fast() as provider:
         env = await provider.start(ECHO_IMAGE)

@@ -227,6 +227,9 @@ async def test_namespace_from_the_kubeconfig_context(
     standin: KubeStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = standin.kubeconfig(tmp_path, namespace="rl-envs")
+    # Explicit credentials need none in the environment.
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    k8s._forget_default()
     async with KubernetesProvider(kubeconfig=str(config)) as provider:
         env = await provider.start(ECHO_IMAGE)
         assert standin.names("pods", "rl-envs") == [env.id]

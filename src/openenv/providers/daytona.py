@@ -143,6 +143,9 @@ class DaytonaProvider(Provider):
         self.default_limits = default_limits
         self._sandboxes: dict[str, Any] = {}
         self._waiting: dict[str, float] = {}
+        if api_key:
+            # Explicit credentials: the environment's are not needed.
+            self.check_available = sdk  # type: ignore[method-assign]
 
     @property
     def client(self) -> Any:

@@ -420,6 +420,12 @@ class KubernetesProvider(Provider):
         self.owned_by_trainer_pod = owned_by_trainer_pod
         #: Environments waited for -> when the API server last said they can still start.
         self._waiting: dict[str, float] = {}
+        if any(self._options.values()):
+            # Explicit credentials: check those, not the environment's.
+            self.check_available = self._check_own_cluster  # type: ignore[method-assign]
+
+    def _check_own_cluster(self) -> None:
+        _ping(self.cluster)
 
     @property
     def cluster(self) -> Cluster:
@@ -443,15 +449,7 @@ class KubernetesProvider(Provider):
             raise ProviderUnavailableError(
                 "no Kubernetes credentials: run inside a pod, or set KUBECONFIG / ~/.kube/config"
             )
-        cluster = default_cluster()
-        kubernetes = sdk()
-        try:
-            kubernetes.client.VersionApi(cluster.api_client).get_code(_request_timeout=3.0)
-        except Exception as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ProviderUnavailableError(
-                f"the Kubernetes API server at {cluster.host} does not answer ({first[:120]})"
-            ) from None
+        _ping(default_cluster())
         _reachable.add(os.getpid())
 
     @classmethod
@@ -739,6 +737,18 @@ class KubernetesProvider(Provider):
             if text:
                 out.append(str(text).rstrip())
         return "\n".join(line for line in out if line.strip())
+
+
+def _ping(cluster: Cluster) -> None:
+    """`ProviderUnavailableError` in one line unless the API server answers."""
+    kubernetes = sdk()
+    try:
+        kubernetes.client.VersionApi(cluster.api_client).get_code(_request_timeout=3.0)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ProviderUnavailableError(
+            f"the Kubernetes API server at {cluster.host} does not answer ({first[:120]})"
+        ) from None
 
 
 def _stuck_reasons(status: Any, everything: bool = False) -> list[str]:
