@@ -53,6 +53,8 @@ class Box:
     ports: dict[int, int] = field(default_factory=dict)
     servers: list[tuple[Any, Any]] = field(default_factory=list)
     sessions: set[str] = field(default_factory=set)
+    #: command id -> {"id", "command", "exitCode", "output"}
+    commands: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class DaytonaStandIn:
@@ -96,6 +98,8 @@ class DaytonaStandIn:
                 Route(box + "/ports/{port:int}/preview-url", self.preview),
                 Route(toolbox, self.create_session, methods=["POST"]),
                 Route(toolbox + "/{session}/exec", self.execute, methods=["POST"]),
+                Route(toolbox + "/{session}/command/{command_id}", self.command),
+                Route(toolbox + "/{session}/command/{command_id}/logs", self.command_logs),
             ]
         )
 
@@ -176,8 +180,10 @@ class DaytonaStandIn:
         port = request.path_params["port"]
         if box is None:
             return error(404, "Sandbox not found")
-        if port not in box.ports:
-            return error(400, f"nothing listens on port {port}")
+        if port not in box.ports:  # nothing listens there (yet): the proxy answers 502
+            with socket.socket() as unused:
+                unused.bind(("127.0.0.1", 0))
+                box.ports[port] = unused.getsockname()[1]
         return JSONResponse(
             {
                 "sandboxId": box.data["id"],
@@ -202,15 +208,44 @@ class DaytonaStandIn:
         if box is None or request.path_params["session"] not in box.sessions:
             return error(404, "Session not found")
         command = (await request.json())["command"]
+        record: dict[str, Any] = {"id": uuid.uuid4().hex, "command": command, "exitCode": None}
+        record["output"] = ""
+        box.commands[record["id"]] = record
         match = _SERVER.search(command)
         if match is None:
-            return error(400, f"the stand-in runs only environment servers, not {command!r}")
-        app = await asyncio.to_thread(load_app, f"{match.group(1)}.server.app:app", {})
+            record.update(exitCode=127, output=f"sh: 1: {command.split()[0]}: not found\n")
+            return JSONResponse({"cmdId": record["id"]})
+        try:
+            app = await asyncio.to_thread(load_app, f"{match.group(1)}.server.app:app", {})
+        except Exception as exc:  # what the interpreter in the sandbox would print, and exit 1
+            record.update(exitCode=1, output=f"{type(exc).__name__}: {exc}\n")
+            return JSONResponse({"cmdId": record["id"]})
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         box.ports[int(match.group(2))] = sock.getsockname()[1]
         box.servers.append(start_server(_PreviewProxy(app, box.token), sock))
-        return JSONResponse({"cmdId": uuid.uuid4().hex})
+        record["output"] = f"INFO: serving on port {match.group(2)}\n"
+        return JSONResponse({"cmdId": record["id"]})
+
+    def _command(self, request: Request) -> Optional[dict[str, Any]]:
+        box = self._find(request.path_params["sandbox_id"])
+        return box.commands.get(request.path_params["command_id"]) if box else None
+
+    async def command(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return error(401, "Invalid credentials")
+        record = self._command(request)
+        if record is None:
+            return error(404, "Command not found")
+        return JSONResponse({k: record[k] for k in ("id", "command", "exitCode")})
+
+    async def command_logs(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return error(401, "Invalid credentials")
+        record = self._command(request)
+        if record is None:
+            return error(404, "Command not found")
+        return JSONResponse({"output": record["output"], "stdout": record["output"], "stderr": ""})
 
     async def _end(self, sandbox_id: str, state: str) -> None:
         box = self.boxes.get(sandbox_id)

@@ -23,7 +23,12 @@ import pytest
 pytest.importorskip("daytona", reason="the Daytona SDK is not installed (openenv[daytona])")
 
 from echo_env import CallToolAction, EchoEnv
-from openenv.providers import ProviderError, ProviderUnavailableError, get_provider
+from openenv.providers import (
+    EnvironmentStartError,
+    ProviderError,
+    ProviderUnavailableError,
+    get_provider,
+)
 from openenv.providers import _docker as dk
 from openenv.providers.daytona import (
     PREVIEW_TOKEN_HEADER,
@@ -120,6 +125,17 @@ async def test_explicit_credentials_need_none_in_the_environment(
     async with fast(api_key=standin.api_key, api_url=standin.api_url, target="us") as provider:
         env = await provider.start(ECHO_IMAGE)
         assert env.id in standin.boxes
+    assert standin.boxes == {}
+
+
+async def test_a_server_that_exits_fails_the_start_with_its_output(
+    standin: DaytonaStandIn,
+) -> None:
+    command = "python -m nosuch_env.server.app --host 0.0.0.0 --port 8000"
+    async with fast(command=command) as provider:
+        with pytest.raises(EnvironmentStartError, match="No module named 'nosuch_env'") as failed:
+            await provider.start(ECHO_IMAGE, ready_timeout_s=60)
+        assert "exited with code 1" in str(failed.value)
     assert standin.boxes == {}
 
 

@@ -334,17 +334,49 @@ class DaytonaProvider(Provider):
             if now - last < LIVENESS_INTERVAL_S:
                 return True
             self._waiting[env.id] = now
-        return await run_blocking(self._sandbox_alive, env.id)
+        return await run_blocking(self._sandbox_alive, env)
 
-    def _sandbox_alive(self, sandbox_id: str) -> bool:
+    def _sandbox_alive(self, env: StartedEnv) -> bool:
+        """False once the sandbox is gone or stopped, or its server command has exited."""
         daytona = sdk()
         try:
-            sandbox = self.client.get(sandbox_id)
+            sandbox = self.client.get(env.id)
         except daytona.DaytonaNotFoundError:
             return False
         except daytona.DaytonaError as exc:
-            raise ProviderError(f"daytona: could not read sandbox {sandbox_id}: {exc}") from exc
-        return _state(sandbox) not in _GONE_STATES
+            raise ProviderError(f"daytona: could not read sandbox {env.id}: {exc}") from exc
+        if _state(sandbox) in _GONE_STATES:
+            return False
+        command_id = env.info.get("command_id")
+        if command_id:
+            command = _call(
+                "read the server's command",
+                lambda: sandbox.process.get_session_command(SERVER_SESSION, command_id),
+            )
+            if command.exit_code is not None:
+                return False
+        return True
+
+    async def log_tail(self, env: StartedEnv, lines: int = 40) -> str:
+        return await run_blocking(self._log_tail, env, lines)
+
+    def _log_tail(self, env: StartedEnv, lines: int) -> str:
+        """The server command's last lines, and its exit code once it has one."""
+        command_id = env.info.get("command_id")
+        if not command_id:
+            return ""
+        with contextlib.suppress(ProviderError, sdk().DaytonaError):
+            sandbox = self.client.get(env.id)
+            logs = _call(
+                "read the server's output",
+                lambda: sandbox.process.get_session_command_logs(SERVER_SESSION, command_id),
+            )
+            tail = "\n".join(str(logs.output or "").rstrip().splitlines()[-lines:])
+            command = sandbox.process.get_session_command(SERVER_SESSION, command_id)
+            if command.exit_code is not None:
+                tail += f"\n(the server command exited with code {command.exit_code})"
+            return tail.strip()
+        return ""
 
 
 def _make_client(
