@@ -11,6 +11,7 @@ WebSocket).
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -97,11 +98,16 @@ async def test_an_episode_in_a_sandbox_through_its_preview_url(standin: DaytonaS
     assert standin.boxes == {}
 
 
-async def test_a_429_burst_is_retried_with_backoff(standin: DaytonaStandIn) -> None:
-    standin.rate_limit(3)
+async def test_a_429_burst_is_retried_with_backoff(
+    standin: DaytonaStandIn, caplog: pytest.LogCaptureFixture
+) -> None:
+    standin.rate_limit(3)  # with Retry-After: 0.01
+    caplog.set_level(logging.INFO, "openenv.providers.daytona")
     async with fast() as provider:
         env = await provider.start(ECHO_IMAGE, network="none", limits={"wall_time_s": 90})
         assert standin.create_attempts == 4 and standin.rate_limited == 3
+        waits = [r.getMessage() for r in caplog.records if "rate-limited" in r.getMessage()]
+        assert len(waits) == 3 and all("retrying in 0.01 s" in w for w in waits), waits
         box = standin.boxes[env.id]
         assert box.data["networkBlockAll"] is True and box.data["ttl"] == 2
     assert standin.boxes == {}
