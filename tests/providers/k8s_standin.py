@@ -26,6 +26,7 @@ import copy
 import json
 import random
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -110,6 +111,9 @@ class KubeStandIn:
         self.runtimes: dict[tuple[str, str], PodRuntime] = {}
         self.requests: list[tuple[str, str]] = []
         self.rejected: list[str] = []
+        #: Cleared: service creations wait until it is set (a slow API server, mid-start).
+        self.services_gate = threading.Event()
+        self.services_gate.set()
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.url = ""
 
@@ -295,6 +299,7 @@ class KubeStandIn:
             assert self.loop is not None
             self.loop.create_task(self._run_pod(namespace, name))
         elif plural == "services":
+            await asyncio.to_thread(self.services_gate.wait, 60)
             self._expose(namespace, obj)
             self.objects[(plural, namespace, name)] = obj
         else:

@@ -199,6 +199,21 @@ async def test_a_killed_pod_is_reported_dead(standin: KubeStandIn) -> None:
     assert standin.names("pods") == []
 
 
+async def test_a_start_cancelled_mid_creation_leaves_nothing(standin: KubeStandIn) -> None:
+    """Cancelled after the pod exists and before its service does: the creating thread
+    removes what it made, and `close()` waits for it."""
+    standin.services_gate.clear()
+    provider = KubernetesProvider()
+    start = asyncio.ensure_future(provider.start(ECHO_IMAGE))
+    assert await _eventually(lambda: bool(standin.names("pods")))
+    start.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await start
+    standin.services_gate.set()
+    await provider.close()
+    assert standin.names("pods") == [] and standin.names("services") == []
+
+
 async def test_cluster_dns_address_and_the_trainer_pod_as_owner(
     standin: KubeStandIn, monkeypatch: pytest.MonkeyPatch
 ) -> None:

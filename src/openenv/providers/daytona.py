@@ -48,6 +48,7 @@ from .base import (
     StartedEnv,
     run_blocking,
 )
+from .blocking import create_in_thread, wait_for_cleanups
 from .docker import CONTAINER_PORT
 from .ownership import Owner
 from .spec import EnvSpec, ResourceLimits
@@ -216,7 +217,16 @@ class DaytonaProvider(Provider):
 
     async def _start(self, spec: EnvSpec) -> StartedEnv:
         name = dk.resource_name("daytona", spec.target, uuid.uuid4().hex[:10])
-        return await run_blocking(self._create, spec, name, Owner.current())
+        owner = Owner.current()
+        client = self.client
+        return await create_in_thread(
+            self, lambda: self._create(spec, name, owner), lambda env: _delete(client, env.id)
+        )
+
+    async def close(self) -> None:
+        """Stop everything this provider started, and finish removals of cancelled starts."""
+        await super().close()
+        await wait_for_cleanups(self)
 
     def _create(self, spec: EnvSpec, name: str, owner: Owner) -> StartedEnv:
         """Create the sandbox and start the server in it; a failure leaves nothing behind."""

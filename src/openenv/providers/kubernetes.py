@@ -62,6 +62,7 @@ from .base import (
     StartedEnv,
     run_blocking,
 )
+from .blocking import create_in_thread, wait_for_cleanups
 from .docker import CONTAINER_PORT
 from .ownership import LABEL_PREFIX, Owner
 from .spec import EnvSpec, ResourceLimits, SpecError
@@ -510,7 +511,10 @@ class KubernetesProvider(Provider):
     async def _start(self, spec: EnvSpec) -> StartedEnv:
         name = dk.resource_name("k8s", spec.target, uuid.uuid4().hex[:10])
         owner = Owner.current()
-        return await run_blocking(self._create, spec, name, owner)
+        cluster = self.cluster
+        return await create_in_thread(
+            self, lambda: self._create(spec, name, owner), lambda env: _remove(cluster, env.id)
+        )
 
     def _access(self) -> str:
         if self.access != "auto":
@@ -668,6 +672,11 @@ class KubernetesProvider(Provider):
 
     async def _stop(self, env: StartedEnv) -> None:
         await run_blocking(_remove, self.cluster, env.id)
+
+    async def close(self) -> None:
+        """Stop everything this provider started, and finish removals of cancelled starts."""
+        await super().close()
+        await wait_for_cleanups(self)
 
     async def wait_ready(self, env: StartedEnv, timeout_s: float = 60.0) -> None:
         """As `Provider.wait_ready`, asking the API server about the pod at most once per
