@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -38,6 +39,7 @@ from openenv.providers.daytona import (
 )
 from openenv.providers.ownership import Owner
 from tests.providers.daytona_standin import Box, DaytonaStandIn, running_daytona
+from tests.providers.leaks import end_trainer, run_gc, start_trainer
 
 ECHO_IMAGE = "registry.example/openenv-echo:test"
 
@@ -202,3 +204,22 @@ def test_unavailable_in_one_line_without_an_api_key(monkeypatch: pytest.MonkeyPa
         DaytonaProvider.check_available()
     assert "DAYTONA_API_KEY" in str(missing.value) and "\n" not in str(missing.value)
     assert DaytonaProvider.collect_orphans() == []
+
+
+@pytest.mark.slow
+def test_a_trainer_killed_with_sigkill_leaves_nothing_after_gc(
+    standin: DaytonaStandIn, tmp_path: Path
+) -> None:
+    """The trainer (another process) starts a sandbox through the stand-in, takes a step and
+    is killed; the real `openenv gc` then deletes its sandbox."""
+    trainer = start_trainer("daytona", ECHO_IMAGE, "sigkill", state_dir=tmp_path / "state")
+    try:
+        assert list(standin.boxes) == [trainer.report["id"]]
+        end_trainer(trainer, "sigkill")
+        gc = run_gc(tmp_path / "state")
+        assert gc.returncode == 0, gc.stdout + gc.stderr
+        assert standin.boxes == {}, gc.stdout
+    finally:
+        if trainer.process.poll() is None:
+            trainer.process.kill()
+            trainer.process.communicate()
