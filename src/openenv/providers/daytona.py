@@ -29,6 +29,7 @@ or `api_key=`, `api_url=`, `target=`.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import math
 import os
@@ -158,7 +159,10 @@ class DaytonaProvider(Provider):
 
     @classmethod
     def check_available(cls) -> None:
-        sdk()
+        # Whether it is installed, without importing it (seconds): `openenv ps` asks every
+        # provider, and most machines have no Daytona credentials.
+        if importlib.util.find_spec("daytona") is None:
+            sdk()
         if not (os.environ.get("DAYTONA_API_KEY") or os.environ.get("DAYTONA_JWT_TOKEN")):
             raise ProviderUnavailableError(
                 "no Daytona credentials: set DAYTONA_API_KEY (and DAYTONA_API_URL for a "

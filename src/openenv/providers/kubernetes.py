@@ -43,6 +43,7 @@ namespace. The official `kubernetes` client is imported on first use only.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import socket
@@ -443,7 +444,8 @@ class KubernetesProvider(Provider):
     def check_available(cls) -> None:
         """The client is installed, credentials exist and the API server answers (once per
         process; a later outage is a ProviderError from the call that meets it)."""
-        sdk()
+        if importlib.util.find_spec("kubernetes") is None:  # not imported yet: it is slow
+            sdk()
         if os.getpid() in _reachable:
             return
         if not in_cluster() and not any(p.is_file() for p in _kubeconfig_paths()):
