@@ -28,7 +28,9 @@ from .base import (
 from .spec import EnvSpec, NetworkPolicy, ResourceLimits, SpecError
 
 if TYPE_CHECKING:
+    from .daytona import DaytonaProvider
     from .docker import DockerProvider
+    from .kubernetes import KubernetesProvider
     from .local import LocalProcessProvider
     from .sandbox import SandboxProvider
     from .swarm import DockerSwarmProvider
@@ -41,6 +43,8 @@ PROVIDERS: dict[str, str] = {
     "uv": "openenv.providers.uv:UVProvider",
     "docker": "openenv.providers.docker:DockerProvider",
     "swarm": "openenv.providers.swarm:DockerSwarmProvider",
+    "kubernetes": "openenv.providers.kubernetes:KubernetesProvider",
+    "daytona": "openenv.providers.daytona:DaytonaProvider",
 }
 
 DEFAULT_PROVIDER = "local"
@@ -51,6 +55,8 @@ _LAZY = {
     "UVProvider": "uv",
     "DockerProvider": "docker",
     "DockerSwarmProvider": "swarm",
+    "KubernetesProvider": "kubernetes",
+    "DaytonaProvider": "daytona",
 }
 
 
@@ -82,11 +88,13 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_PROVIDER",
     "PROVIDERS",
+    "DaytonaProvider",
     "DockerProvider",
     "DockerSwarmProvider",
     "EnvSpec",
     "EnvironmentDiedError",
     "EnvironmentStartError",
+    "KubernetesProvider",
     "LocalProcessProvider",
     "NetworkPolicy",
     "Provider",

@@ -71,12 +71,16 @@ class StartedEnv:
     created_at: float = field(default_factory=time.time)
     #: Provider facts shown by `openenv ps` (pid, container id, isolation in force, ...).
     info: dict[str, Any] = field(default_factory=dict)
+    #: HTTP headers every request to it needs (a cloud sandbox's access token).
+    headers: dict[str, str] = field(default_factory=dict)
 
     def client_kwargs(self) -> dict[str, Any]:
         """What an `EnvClient` needs to reach this environment."""
         kwargs: dict[str, Any] = {"base_url": self.base_url}
         if self.unix_socket:
             kwargs["unix_socket"] = self.unix_socket
+        if self.headers:
+            kwargs["headers"] = dict(self.headers)
         return kwargs
 
 
@@ -263,7 +267,7 @@ class Provider(ABC):
             async with httpx.AsyncClient(
                 transport=transport, timeout=2.0, trust_env=False, verify=False
             ) as http:
-                response = await http.get(env.base_url + "/health")
+                response = await http.get(env.base_url + "/health", headers=env.headers)
                 return response.status_code
         except httpx.HTTPError:
             return None
