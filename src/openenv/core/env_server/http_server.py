@@ -24,6 +24,7 @@ from ..protocol import (
     StepRequest,
     WSErrorCode,
     dumps,
+    error_category,
     error_data,
     session_id_from_scope,
     validation_errors,
@@ -35,7 +36,7 @@ from .harness_ws import HarnessSocket, builds_harness_environment
 from .http_errors import install_error_handlers, strict_json_routes
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
-from .security import AccessGuard
+from .security import OPEN_PATHS, AccessGuard
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import Session, SessionManager
 from .shutdown import SigtermDrain
@@ -193,6 +194,12 @@ class HTTPEnvServer:
     def get_capacity_status(self) -> ServerCapacityStatus:
         return self.manager.capacity()
 
+    def error_response(self, exc: ServerError) -> Response:
+        """The HTTP reply to `exc`, counted in the metrics."""
+        if self.manager.metrics is not None:
+            self.manager.metrics.error(exc.code, exc.category)
+        return _error_response(exc)
+
     def get_session_info(self, session_id: str) -> Any:
         session = self.manager.sessions.get(session_id)
         return session.info() if session is not None else None
@@ -245,11 +252,20 @@ class HTTPEnvServer:
             try:
                 return _json((await server.metadata()).model_dump())
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
 
         @app.get("/schema", response_model=SchemaResponse, tags=["Schema"])
         async def schema() -> Response:
             return _json(server.schema())
+
+        metrics = server.manager.metrics
+        if metrics is not None:
+
+            @app.get("/metrics", tags=["Health"], response_class=Response)
+            async def metrics_text() -> Response:
+                """Prometheus metrics (text format); see docs/metrics.md."""
+                body, content_type = metrics.render()
+                return Response(body, media_type=content_type)
 
         @app.get("/capacity", response_model=ServerCapacityStatus, tags=["Health"])
         async def capacity() -> Response:
@@ -305,7 +321,7 @@ class HTTPEnvServer:
                     raise
                 return _observation_response(obs, session.id)
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
 
         @app.post("/step", response_model=ResetResponse, tags=["Environment Control"])
         async def step(request: StepRequest, sid: str | None = Depends(_named_session)) -> Response:
@@ -314,6 +330,9 @@ class HTTPEnvServer:
             try:
                 action = deserialize_action(request.action, server.action_cls)
             except ValidationError as exc:
+                if manager.metrics is not None:
+                    code = WSErrorCode.VALIDATION_ERROR.value
+                    manager.metrics.error(code, error_category(code).value)
                 return _json({"detail": validation_errors(exc)}, 422)
             kwargs = request.model_dump(exclude_unset=True, exclude={"action"})
             try:
@@ -335,7 +354,7 @@ class HTTPEnvServer:
                 reply = await manager.once(session, request.request_id, step_encoded)
                 return _body_response(reply.with_field("session_id", session.id), session.id)
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
 
         @app.get("/state", tags=["State Management"])
         async def state(sid: str | None = Depends(_named_session)) -> Response:
@@ -347,7 +366,7 @@ class HTTPEnvServer:
                     st = await manager.state(manager.get(sid, by="http"))
                 return _json(st.model_dump())
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
 
         @app.delete("/sessions/{session_id}", tags=["Environment Control"])
         async def close_session(session_id: str) -> Response:
@@ -355,7 +374,7 @@ class HTTPEnvServer:
             try:
                 session = manager.get(session_id, by="http")
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
             await manager.destroy(session, "closed by client")
             return _json({"session_id": session_id, "closed": True})
 
@@ -436,6 +455,7 @@ def create_fastapi_app(
         AccessGuard,
         api_key=server.config.api_key,
         allowed_origins=server.config.allowed_origins,
+        open_paths=OPEN_PATHS | {"/metrics"} if server.config.metrics_public else OPEN_PATHS,
     )
     app.state.openenv_server = server
     log_redaction.install()

@@ -4,7 +4,7 @@
   but `/health` and every WebSocket handshake needs `Authorization: Bearer <key>`; anything
   else gets 401 before it reaches a route. Clients send it from their `api_key` argument or the
   same variable. `/health` stays open so that liveness probes need no secret (it says nothing
-  but "healthy").
+  but "healthy"). `/metrics` (when on) needs the key too unless `OPENENV_METRICS_PUBLIC=1`.
 - **Origin.** A WebSocket handshake that carries an `Origin` header comes from a browser page.
   Browsers do not apply CORS to WebSockets, so without a check any web page a user visits could
   drive a server on their machine. Handshakes are refused unless the origin is in
@@ -39,9 +39,14 @@ class AccessGuard:
     """ASGI middleware: refuses requests without the API key and sockets from foreign pages."""
 
     def __init__(
-        self, app: ASGIApp, api_key: str | None, allowed_origins: Iterable[str] = ()
+        self,
+        app: ASGIApp,
+        api_key: str | None,
+        allowed_origins: Iterable[str] = (),
+        open_paths: frozenset[str] = OPEN_PATHS,
     ) -> None:
         self.app = app
+        self.open_paths = open_paths
         self.expected = f"Bearer {api_key}".encode() if api_key else None
         self.origins = {origin.rstrip("/").lower() for origin in allowed_origins}
 
@@ -56,7 +61,7 @@ class AccessGuard:
             if origin is not None and not self._origin_allowed(origin.decode("latin-1")):
                 await self._refuse_socket(receive, send)
                 return
-        if self.expected is not None and scope["path"] not in OPEN_PATHS:
+        if self.expected is not None and scope["path"] not in self.open_paths:
             sent = headers.get(b"authorization", b"")
             if not secrets.compare_digest(sent, self.expected):
                 if kind == "websocket":

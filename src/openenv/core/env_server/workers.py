@@ -7,6 +7,7 @@ worker also listens on its own Unix socket and prefixes the session ids it issue
 (`w3.`). A request that names another worker's session (HTTP session header, `session_id` query,
 `Mcp-Session-Id`, or `params.session_id` in an `/mcp` body) arrives on whichever worker the
 kernel picked; that worker forwards it over the owner's Unix socket, WebSockets included.
+`/metrics` (when on) is answered by any worker with the sum of all of them (see metrics.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..protocol import (
     session_id_from_scope,
 )
 from .asgi import read_body, replay
+from .metrics import MULTIPROC_DIR_ENV
 
 logger = logging.getLogger("openenv.server")
 
@@ -233,6 +235,9 @@ def _worker_main(
 ) -> None:
     os.environ[WORKER_ID_ENV] = f"w{index}"
     os.environ[WORKER_DIR_ENV] = directory
+    # Metrics (when on) go to files in this server's private directory, so a scrape answered by
+    # any worker adds up all of them; the supervisor removes the files with the directory.
+    os.environ[MULTIPROC_DIR_ENV] = directory
     import uvicorn
 
     if isinstance(public, tuple):
