@@ -235,9 +235,6 @@ def _worker_main(
 ) -> None:
     os.environ[WORKER_ID_ENV] = f"w{index}"
     os.environ[WORKER_DIR_ENV] = directory
-    # Metrics (when on) go to files in this server's private directory, so a scrape answered by
-    # any worker adds up all of them; the supervisor removes the files with the directory.
-    os.environ[MULTIPROC_DIR_ENV] = directory
     import uvicorn
 
     if isinstance(public, tuple):
@@ -273,6 +270,10 @@ def serve_workers(app: str, host: str, port: int, workers: int, options: dict[st
     sock.set_inheritable(True)
     public: socket.socket | tuple[str, int] = (host, port) if reuse_port else sock
     directory = tempfile.mkdtemp(prefix="openenv-workers-")
+    # Metrics (when on) go to files in this server's private directory, so a scrape answered by
+    # any worker adds up all of them; they go with the directory. Set before the workers start:
+    # a spawned worker imports the main module (and may build its app) before `_worker_main`.
+    os.environ[MULTIPROC_DIR_ENV] = directory
     context = multiprocessing.get_context("spawn")
     processes = [
         context.Process(
