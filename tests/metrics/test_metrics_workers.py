@@ -1,4 +1,5 @@
-"""`/metrics` under `--workers 2`: whichever worker answers the scrape reports all of them."""
+"""`/metrics` under `--workers 2`: whichever worker answers the scrape reports all of them
+(it asks the other over its Unix socket, with the scrape's API key)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+from tests.apps.metered import API_KEY
 from tests.metrics.test_metrics import Samples, value
 from tests.support.server import REPO, free_port, stop_process, wait_healthy
 
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
 STEP = {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "x"}}
 
 
 def _scrape_fresh_connection(url: str) -> Samples:
     from prometheus_client.parser import text_string_to_metric_families
 
-    with httpx.Client() as client:  # a new connection: the kernel may pick either worker
+    with httpx.Client(headers=AUTH) as client:  # a new connection: the kernel picks a worker
+        assert client.get(f"{url}/metrics", headers={"Authorization": ""}).status_code == 401
         reply = client.get(f"{url}/metrics")
     assert reply.status_code == 200
     return {
@@ -35,7 +39,12 @@ def _scrape_fresh_connection(url: str) -> Samples:
 @pytest.mark.slow
 def test_workers_add_up_and_leave_no_files(tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "OPENENV_METRICS": "1", "TMPDIR": str(tmp_path)}
+    env = {
+        **os.environ,
+        "OPENENV_METRICS": "1",
+        "OPENENV_API_KEY": API_KEY,
+        "TMPDIR": str(tmp_path),
+    }
     process = subprocess.Popen(
         [sys.executable, "-m", "echo_env.server.app", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "2"],
@@ -54,7 +63,11 @@ def test_workers_add_up_and_leave_no_files(tmp_path: Path) -> None:
             # two billion runs unless balancing is broken.
             while len(owners) < 2 and sum(owners.values()) < 32:
                 ws = stack.enter_context(
-                    connect(url.replace("http", "ws") + "/ws", subprotocols=["openenv.v1"])  # type: ignore[list-item]
+                    connect(
+                        url.replace("http", "ws") + "/ws",
+                        subprotocols=["openenv.v1"],  # type: ignore[list-item]
+                        additional_headers=AUTH,
+                    )
                 )
                 sid = json.loads(ws.recv())["data"]["session_id"]
                 owner = sid.split(".")[0]
@@ -76,8 +89,7 @@ def test_workers_add_up_and_leave_no_files(tmp_path: Path) -> None:
                 assert (
                     value(samples, "openenv_env_call_duration_seconds_count", kind="step") == steps
                 )
-        workers_dirs = list(tmp_path.glob("openenv-workers-*"))
-        assert workers_dirs and list(workers_dirs[0].glob("*.db"))  # the metrics files
+                assert value(samples, "openenv_workers_reporting") == 2
     finally:
         stop_process(process)
-    assert not list(tmp_path.glob("openenv-workers-*")), "the metrics files outlived the server"
+    assert not list(tmp_path.glob("openenv-workers-*")), "the workers' sockets outlived the server"

@@ -36,6 +36,7 @@ from .harness_ws import HarnessSocket, builds_harness_environment
 from .http_errors import install_error_handlers, strict_json_routes
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
+from .metrics import WORKER_SCOPE_HEADER, merge, peer_snapshots, render
 from .security import OPEN_PATHS, AccessGuard
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import Session, SessionManager
@@ -51,7 +52,7 @@ from .types import (
     ServerMode,
     State,
 )
-from .workers import WORKER_DIR_ENV, WorkerRouter
+from .workers import WORKER_DIR_ENV, WORKER_ID_ENV, WorkerRouter
 from .ws import WebSocketHandler
 
 logger = logging.getLogger("openenv.server")
@@ -262,9 +263,19 @@ class HTTPEnvServer:
         if metrics is not None:
 
             @app.get("/metrics", tags=["Health"], response_class=Response)
-            async def metrics_text() -> Response:
-                """Prometheus metrics (text format); see docs/metrics.md."""
-                body, content_type = metrics.render()
+            async def metrics_text(request: Request) -> Response:
+                """Prometheus metrics (text format) of every worker; see docs/metrics.md."""
+                if request.headers.get(WORKER_SCOPE_HEADER) == "worker":
+                    return Response(metrics.snapshot_json(), media_type="application/json")
+                snapshots = [metrics.snapshot()]
+                directory = os.environ.get(WORKER_DIR_ENV)
+                if directory:
+                    snapshots += await peer_snapshots(
+                        directory,
+                        os.environ.get(WORKER_ID_ENV, ""),
+                        request.headers.get("authorization"),
+                    )
+                body, content_type = render(merge(snapshots))
                 return Response(body, media_type=content_type)
 
         @app.get("/capacity", response_model=ServerCapacityStatus, tags=["Health"])

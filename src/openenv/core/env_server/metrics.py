@@ -1,12 +1,12 @@
 """Prometheus metrics of a server (`/metrics`), and optional OpenTelemetry spans per call.
 
 Off by default: with `OPENENV_METRICS` unset neither `prometheus_client` nor OpenTelemetry is
-imported and the hot path pays one `is None` test per request. When on, every number lives in a
-`prometheus_client` metric of the server's own registry (several apps in one process do not
-collide). Under `--workers N` each worker writes its numbers to memory-mapped files in the
-server's private worker directory (prometheus_client's multiprocess mode, set up by
-`workers._worker_main`, removed with that directory), so a scrape answered by any worker adds up
-all of them.
+imported and the hot path pays one `is None` test per request. When on, the hot path only adds
+to plain numbers of this process (no lock: every count is taken on the event loop), which costs
+a fraction of `prometheus_client`'s own metric objects; `prometheus_client` renders them at
+scrape time. Under `--workers N` the worker that answers a scrape asks the others for their
+numbers over their Unix sockets (`workers.py`) and reports the sum, so nothing is written to
+disk and nothing is left behind.
 
 Label values are fixed small sets (transport, call kind, outcome, error code and category):
 never a session id.
@@ -14,20 +14,24 @@ never a session id.
 
 from __future__ import annotations
 
+import asyncio
+import glob
 import logging
 import os
+from bisect import bisect_left
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import loads, session_log_id
+from ..protocol import dumps, loads, session_log_id
 
 if TYPE_CHECKING:
     from .sessions import Session
 
 logger = logging.getLogger("openenv.server")
 
-#: prometheus_client's variable: set, metrics go to files there that every worker shares.
-MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: A worker's own numbers (JSON) rather than the text of all workers: how workers ask each other.
+WORKER_SCOPE_HEADER = "X-OpenEnv-Metrics-Scope"
 
 #: Seconds. Steps of simple environments take well under a millisecond server-side; simulators
 #: and sandboxed tools take seconds.
@@ -51,7 +55,7 @@ LATENCY_BUCKETS = (
     30.0,
     60.0,
 )
-#: Protocol overhead (decode, validation, queueing behind the session's lock, encode).
+#: Protocol overhead (decode, validation, waiting behind the session's last call, encode).
 OVERHEAD_BUCKETS = (0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.1, 1.0)
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -61,97 +65,166 @@ def flag_from_env(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
 
 
-class ServerMetrics:
-    """The server's metrics. Hot-path methods use label children bound once, here."""
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    kind: str  # counter, gauge or histogram
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+    #: Label values that exist from the start (at 0), so that rates work from the first scrape.
+    initial: tuple[tuple[str, ...], ...] = ()
+
+
+_KINDS = (("reset",), ("step",))
+SPECS = (
+    _Spec("openenv_sessions_active", "gauge", "Sessions holding an environment", ("transport",)),
+    _Spec("openenv_sessions_queued", "gauge", "Connections waiting for a free session slot"),
+    _Spec("openenv_sessions_opened", "counter", "Sessions created", ("transport",)),
+    _Spec(
+        "openenv_sessions_refused",
+        "counter",
+        "Sessions refused (capacity: no slot in time; draining: shutting down)",
+        ("reason",),
+        initial=(("capacity",), ("draining",)),
+    ),
+    _Spec(
+        "openenv_sessions_reaped",
+        "counter",
+        "Sessions ended by the server (idle: session_timeout; resume_grace: a dropped resumable "
+        "connection did not come back; call_timeout: a call hung)",
+        ("reason",),
+        initial=(("idle",), ("resume_grace",), ("call_timeout",)),
+    ),
+    _Spec(
+        "openenv_sessions_resumed",
+        "counter",
+        "WebSocket connections that attached to an existing session",
+        initial=((),),
+    ),
+    _Spec(
+        "openenv_steps",
+        "counter",
+        "Steps by outcome (ok; done: the episode ended; error: the call raised)",
+        ("outcome",),
+        initial=(("ok",), ("done",), ("error",)),
+    ),
+    _Spec(
+        "openenv_resets",
+        "counter",
+        "Resets by outcome (ok, error)",
+        ("outcome",),
+        initial=(("ok",), ("error",)),
+    ),
+    _Spec(
+        "openenv_errors",
+        "counter",
+        "Error replies sent, by wire code and category (client, environment, infrastructure)",
+        ("code", "category"),
+    ),
+    _Spec(
+        "openenv_request_duration_seconds",
+        "histogram",
+        "Server time of a WebSocket reset/step, frame received to reply encoded",
+        ("kind",),
+        LATENCY_BUCKETS,
+        _KINDS,
+    ),
+    _Spec(
+        "openenv_env_call_duration_seconds",
+        "histogram",
+        "Time inside the environment's reset/step (reward scoring included)",
+        ("kind",),
+        LATENCY_BUCKETS,
+        _KINDS,
+    ),
+    _Spec(
+        "openenv_protocol_overhead_seconds",
+        "histogram",
+        "WebSocket request time outside the environment: decode, validation, waiting for the "
+        "session's previous call, encode",
+        ("kind",),
+        OVERHEAD_BUCKETS,
+        _KINDS,
+    ),
+    _Spec(
+        "openenv_replay_cache_bytes",
+        "gauge",
+        "Bytes of encoded replies kept for re-sent requests, all sessions",
+        initial=((),),
+    ),
+    _Spec(
+        "openenv_workers_reporting",
+        "gauge",
+        "Server processes whose numbers this scrape adds up",
+    ),
+)
+_SPECS = {spec.name: spec for spec in SPECS}
+
+
+class _Value:
+    __slots__ = ("value",)
 
     def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        self.value = 0.0
 
-        self.multiprocess = bool(os.environ.get(MULTIPROC_DIR_ENV))
-        self.registry = CollectorRegistry(auto_describe=True)
-        reg = self.registry
-        self.sessions_active = Gauge(
-            "openenv_sessions_active",
-            "Sessions holding an environment",
-            ["transport"],
-            registry=reg,
-            multiprocess_mode="livesum",
-        )
-        self.sessions_queued = Gauge(
-            "openenv_sessions_queued",
-            "Connections waiting for a free session slot",
-            registry=reg,
-            multiprocess_mode="livesum",
-        )
-        self.sessions_opened = Counter(
-            "openenv_sessions_opened", "Sessions created", ["transport"], registry=reg
-        )
-        self.sessions_refused = Counter(
-            "openenv_sessions_refused",
-            "Sessions refused (capacity: no slot in time; draining: shutting down)",
-            ["reason"],
-            registry=reg,
-        )
-        self.sessions_reaped = Counter(
-            "openenv_sessions_reaped",
-            "Sessions ended by the server (idle: session_timeout; resume_grace: a dropped "
-            "resumable connection did not come back; call_timeout: a call hung)",
-            ["reason"],
-            registry=reg,
-        )
-        self.sessions_resumed = Counter(
-            "openenv_sessions_resumed",
-            "WebSocket connections that attached to an existing session",
-            registry=reg,
-        )
-        self.steps = Counter(
-            "openenv_steps",
-            "Steps by outcome (ok, done: the episode ended, error: the call raised)",
-            ["outcome"],
-            registry=reg,
-        )
-        self.resets = Counter(
-            "openenv_resets", "Resets by outcome (ok, error)", ["outcome"], registry=reg
-        )
-        self.errors = Counter(
-            "openenv_errors",
-            "Error replies sent, by wire code and category (client, environment, infrastructure)",
-            ["code", "category"],
-            registry=reg,
-        )
-        self.request_seconds = Histogram(
-            "openenv_request_duration_seconds",
-            "Server time of a WebSocket request, frame received to reply encoded",
-            ["kind"],
-            buckets=LATENCY_BUCKETS,
-            registry=reg,
-        )
-        self.env_seconds = Histogram(
-            "openenv_env_call_duration_seconds",
-            "Time inside the environment's reset/step (reward scoring included)",
-            ["kind"],
-            buckets=LATENCY_BUCKETS,
-            registry=reg,
-        )
-        self.overhead_seconds = Histogram(
-            "openenv_protocol_overhead_seconds",
-            "Request time not spent in the environment: decode, validation, waiting for the "
-            "session's previous call, encode",
-            ["kind"],
-            buckets=OVERHEAD_BUCKETS,
-            registry=reg,
-        )
-        self.replay_bytes = Gauge(
-            "openenv_replay_cache_bytes",
-            "Bytes of encoded replies kept for re-sent requests, all sessions",
-            registry=reg,
-            multiprocess_mode="livesum",
-        )
-        self._steps = {o: self.steps.labels(o) for o in ("ok", "done", "error")}
-        self._resets = {o: self.resets.labels(o) for o in ("ok", "error")}
-        self._request = {k: self.request_seconds.labels(k) for k in ("reset", "step")}
-        self._env = {k: self.env_seconds.labels(k) for k in ("reset", "step")}
-        self._overhead = {k: self.overhead_seconds.labels(k) for k in ("reset", "step")}
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+    def dec(self, amount: float = 1.0) -> None:
+        self.value -= amount
+
+
+class _Histogram:
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # per bucket (not cumulative); the last: +Inf
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.total += seconds
+
+
+#: {metric name: [[label values, value or [bucket counts, sum]], ...]}: one process's numbers.
+Snapshot = dict[str, list[list[Any]]]
+
+
+class ServerMetrics:
+    """This process's numbers. Hot-path methods use children bound once, here."""
+
+    def __init__(self) -> None:
+        self._series: dict[str, dict[tuple[str, ...], Any]] = {spec.name: {} for spec in SPECS}
+        for spec in SPECS:
+            for labels in spec.initial:
+                self.child(spec.name, *labels)
+        self.sessions_queued = self.child("openenv_sessions_queued")
+        self.sessions_resumed = self.child("openenv_sessions_resumed")
+        self.replay_bytes = self.child("openenv_replay_cache_bytes")
+        self._steps = {o: self.child("openenv_steps", o) for o in ("ok", "done", "error")}
+        self._resets = {o: self.child("openenv_resets", o) for o in ("ok", "error")}
+        self._request = {
+            k: self.child("openenv_request_duration_seconds", k) for k in ("reset", "step")
+        }
+        self._env = {
+            k: self.child("openenv_env_call_duration_seconds", k) for k in ("reset", "step")
+        }
+        self._overhead = {
+            k: self.child("openenv_protocol_overhead_seconds", k) for k in ("reset", "step")
+        }
+
+    def child(self, name: str, *labels: str) -> Any:
+        """The series of metric `name` with these label values (made on first use)."""
+        series = self._series[name]
+        found = series.get(labels)
+        if found is None:
+            spec = _SPECS[name]
+            found = series[labels] = (
+                _Histogram(spec.buckets) if spec.kind == "histogram" else _Value()
+            )
+        return found
 
     # -- hot path -------------------------------------------------------------------------
 
@@ -159,13 +232,13 @@ class ServerMetrics:
         self._env[kind].observe(seconds)
 
     def stepped(self, done: bool) -> None:
-        self._steps["done" if done else "ok"].inc()
+        self._steps["done" if done else "ok"].value += 1
 
     def step_failed(self) -> None:
-        self._steps["error"].inc()
+        self._steps["error"].value += 1
 
     def reset_done(self, ok: bool) -> None:
-        self._resets["ok" if ok else "error"].inc()
+        self._resets["ok" if ok else "error"].value += 1
 
     def request(self, kind: str, seconds: float, session: Session) -> None:
         """A WebSocket reset/step answered in `seconds`; the part outside the environment
@@ -182,7 +255,7 @@ class ServerMetrics:
     # -- everything else ------------------------------------------------------------------
 
     def error(self, code: str, category: str) -> None:
-        self.errors.labels(code, category).inc()
+        self.child("openenv_errors", code, category).value += 1
 
     def error_frame(self, frame: bytes) -> None:
         """Count an encoded error frame (`{"type": "error", "data": {...}}`)."""
@@ -192,26 +265,140 @@ class ServerMetrics:
             return
         self.error(str(data.get("code", "")), str(data.get("category", "")))
 
+    def refused(self, reason: str) -> None:
+        self.child("openenv_sessions_refused", reason).value += 1
+
+    def reaped(self, reason: str) -> None:
+        self.child("openenv_sessions_reaped", reason).value += 1
+
     def session_opened(self, transport: str) -> None:
-        self.sessions_opened.labels(transport).inc()
-        self.sessions_active.labels(transport).inc()
+        self.child("openenv_sessions_opened", transport).value += 1
+        self.child("openenv_sessions_active", transport).value += 1
 
     def session_closed(self, session: Session) -> None:
-        self.sessions_active.labels(session.transport).dec()
+        self.child("openenv_sessions_active", session.transport).value -= 1
         if session.replay_size:
-            self.replay_bytes.dec(session.replay_size)
+            self.replay_bytes.value -= session.replay_size
 
-    def render(self) -> tuple[bytes, str]:
-        """The text exposition: this registry, or every worker's files in multiprocess mode."""
-        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+    # -- exposition -----------------------------------------------------------------------
 
-        if self.multiprocess:
-            from prometheus_client.multiprocess import MultiProcessCollector
+    def snapshot(self) -> Snapshot:
+        out: Snapshot = {}
+        for name, series in self._series.items():
+            rows: list[list[Any]] = []
+            for labels, item in series.items():
+                if isinstance(item, _Histogram):
+                    rows.append([list(labels), [list(item.counts), item.total]])
+                else:
+                    rows.append([list(labels), item.value])
+            out[name] = rows
+        out["openenv_workers_reporting"] = [[[], 1]]
+        return out
 
-            registry = CollectorRegistry()
-            MultiProcessCollector(registry)
-            return generate_latest(registry), CONTENT_TYPE_LATEST
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+    def snapshot_json(self) -> bytes:
+        return dumps(self.snapshot())
+
+
+def merge(snapshots: list[Snapshot]) -> Snapshot:
+    """The sum of several processes' numbers (gauges too: each process holds its own part)."""
+    totals: dict[str, dict[tuple[str, ...], Any]] = {}
+    for snapshot in snapshots:
+        for name, rows in snapshot.items():
+            if name not in _SPECS:
+                continue
+            series = totals.setdefault(name, {})
+            for labels, item in rows:
+                key = tuple(labels)
+                if isinstance(item, list):
+                    counts, total = item
+                    have = series.get(key)
+                    if have is None:
+                        series[key] = [list(counts), total]
+                    else:
+                        have[0] = [a + b for a, b in zip(have[0], counts, strict=True)]
+                        have[1] += total
+                else:
+                    series[key] = series.get(key, 0) + item
+    return {name: [[list(k), v] for k, v in series.items()] for name, series in totals.items()}
+
+
+class _Families:
+    """What `prometheus_client.generate_latest` renders: families built from a snapshot."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> list[Any]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        families: list[Any] = []
+        for spec in SPECS:
+            rows = self.snapshot.get(spec.name)
+            if rows is None:
+                continue
+            labels = list(spec.labels)
+            family: Any
+            if spec.kind == "counter":
+                family = CounterMetricFamily(spec.name, spec.help, labels=labels)
+            elif spec.kind == "gauge":
+                family = GaugeMetricFamily(spec.name, spec.help, labels=labels)
+            else:
+                family = HistogramMetricFamily(spec.name, spec.help, labels=labels)
+            for values, item in rows:
+                if spec.kind != "histogram":
+                    family.add_metric(values, item)
+                    continue
+                counts, total = item
+                buckets, running = [], 0
+                for bound, count in zip((*spec.buckets, float("inf")), counts, strict=True):
+                    running += count
+                    buckets.append((_bound_text(bound), running))
+                family.add_metric(values, buckets, total)
+            families.append(family)
+        return families
+
+
+def _bound_text(bound: float) -> str:
+    from prometheus_client.utils import floatToGoString
+
+    return floatToGoString(bound)
+
+
+def render(snapshot: Snapshot) -> tuple[bytes, str]:
+    """The Prometheus text exposition of `snapshot`, and its content type."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return generate_latest(_Families(snapshot)), CONTENT_TYPE_LATEST
+
+
+async def peer_snapshots(directory: str, me: str, authorization: str | None) -> list[Snapshot]:
+    """The numbers of the other workers of this server, asked over their Unix sockets (a
+    worker that does not answer within 5 s is left out: `openenv_workers_reporting` says so)."""
+    import httpx
+
+    headers = {WORKER_SCOPE_HEADER: "worker"}
+    if authorization:
+        headers["Authorization"] = authorization
+
+    async def ask(path: str) -> Snapshot | None:
+        transport = httpx.AsyncHTTPTransport(uds=path)
+        try:
+            async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
+                reply = await client.get("http://worker/metrics", headers=headers)
+                reply.raise_for_status()
+                return loads(reply.content)
+        except (httpx.HTTPError, ValueError) as exc:
+            logger.warning("Worker %s gave no metrics: %s", os.path.basename(path), exc)
+            return None
+
+    paths = sorted(glob.glob(os.path.join(glob.escape(directory), "w*.sock")))
+    asked = [path for path in paths if os.path.basename(path) != f"{me}.sock"]
+    answers = await asyncio.gather(*(ask(path) for path in asked))
+    return [answer for answer in answers if answer is not None]
 
 
 class CallTracer:

@@ -400,7 +400,7 @@ class SessionManager:
         except CapacityReachedError:
             if self.metrics is not None:
                 reason = "draining" if self.draining else "capacity"
-                self.metrics.sessions_refused.labels(reason).inc()
+                self.metrics.refused(reason)
             raise
 
     @staticmethod
@@ -586,7 +586,7 @@ class SessionManager:
                 await self.destroy(session, "resume grace period expired")
                 reaped += 1
                 if self.metrics is not None:
-                    self.metrics.sessions_reaped.labels("resume_grace").inc()
+                    self.metrics.reaped("resume_grace")
             elif idle is not None and now - session.last_activity > idle:
                 logger.info("Closing session %s after %.0fs idle", session_log_id(session.id), idle)
                 await self.destroy(
@@ -594,7 +594,7 @@ class SessionManager:
                 )
                 reaped += 1
                 if self.metrics is not None:
-                    self.metrics.sessions_reaped.labels("idle").inc()
+                    self.metrics.reaped("idle")
         return reaped
 
     # -- running environment methods ---------------------------------------------------
@@ -787,7 +787,7 @@ class SessionManager:
         if self.sessions.pop(session.id, None) is not None:
             if self.metrics is not None:
                 self.metrics.session_closed(session)
-                self.metrics.sessions_reaped.labels("call_timeout").inc()
+                self.metrics.reaped("call_timeout")
             self._ended[session.id] = (session.transport, error.message)
             while len(self._ended) > _ENDED_REMEMBERED:
                 self._ended.popitem(last=False)

@@ -7,7 +7,8 @@ worker also listens on its own Unix socket and prefixes the session ids it issue
 (`w3.`). A request that names another worker's session (HTTP session header, `session_id` query,
 `Mcp-Session-Id`, or `params.session_id` in an `/mcp` body) arrives on whichever worker the
 kernel picked; that worker forwards it over the owner's Unix socket, WebSockets included.
-`/metrics` (when on) is answered by any worker with the sum of all of them (see metrics.py).
+`/metrics` (when on) is answered by any worker with the sum of all of them: it asks the others
+over the same sockets (see metrics.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from ..protocol import (
     session_id_from_scope,
 )
 from .asgi import read_body, replay
-from .metrics import MULTIPROC_DIR_ENV
 
 logger = logging.getLogger("openenv.server")
 
@@ -270,10 +270,6 @@ def serve_workers(app: str, host: str, port: int, workers: int, options: dict[st
     sock.set_inheritable(True)
     public: socket.socket | tuple[str, int] = (host, port) if reuse_port else sock
     directory = tempfile.mkdtemp(prefix="openenv-workers-")
-    # Metrics (when on) go to files in this server's private directory, so a scrape answered by
-    # any worker adds up all of them; they go with the directory. Set before the workers start:
-    # a spawned worker imports the main module (and may build its app) before `_worker_main`.
-    os.environ[MULTIPROC_DIR_ENV] = directory
     context = multiprocessing.get_context("spawn")
     processes = [
         context.Process(
