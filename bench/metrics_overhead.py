@@ -7,9 +7,10 @@
 Each variant is its own server (same app, same uvicorn options as `bench.py`, pinned to the
 first CPU; the load clients run on the others). Rounds alternate between the variants (off, on,
 off, on, ...) so that a change in the machine's load hits all of them alike; the best round of
-each is compared, and every round's figure is printed. `on` sets OPENENV_METRICS=1; `tracing`
-sets OPENENV_TRACING=1 as well (OpenTelemetry's API without an SDK configured: spans are
-created and dropped: the cost of the instrumentation without an exporter).
+each is compared, and every round's figure is printed. `off-again` is a second server with
+metrics off: how far two identical servers differ is the run's noise floor. `on` sets
+OPENENV_METRICS=1; `tracing` sets OPENENV_TRACING=1 as well (OpenTelemetry's API without an SDK
+configured: spans are created and dropped, the cost of the instrumentation without an exporter).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bench import ACTIONS, HERE, Bench, free_port, measure_ws, proc_cpu_seconds,
 APPS = {"plain": ("plain_env:app", "plain"), "echo": ("echo_env.server.app:app", "mcp")}
 VARIANTS: dict[str, dict[str, str]] = {
     "off": {},
+    "off-again": {},
     "on": {"OPENENV_METRICS": "1"},
     "tracing": {"OPENENV_METRICS": "1", "OPENENV_TRACING": "1"},
 }
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         for variant, server in servers.items():
-            if variant != "off":
+            if "OPENENV_METRICS" in VARIANTS[variant]:
                 counted[variant] = steps_counted(server.url)
         cpu_now = {v: proc_cpu_seconds(s.proc.pid) for v, s in servers.items()}
     finally:

@@ -19,7 +19,7 @@ import glob
 import logging
 import os
 from bisect import bisect_left
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +55,6 @@ LATENCY_BUCKETS = (
     30.0,
     60.0,
 )
-#: Protocol overhead (decode, validation, waiting behind the session's last call, encode).
-OVERHEAD_BUCKETS = (0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.1, 1.0)
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
@@ -140,12 +138,11 @@ SPECS = (
     ),
     _Spec(
         "openenv_protocol_overhead_seconds",
-        "histogram",
-        "WebSocket request time outside the environment: decode, validation, waiting for the "
-        "session's previous call, encode",
+        "counter",
+        "WebSocket reset/step time outside the environment: decode, validation, waiting for "
+        "the session's previous call, encode (compare with the env call duration's sum)",
         ("kind",),
-        OVERHEAD_BUCKETS,
-        _KINDS,
+        initial=_KINDS,
     ),
     _Spec(
         "openenv_replay_cache_bytes",
@@ -203,8 +200,11 @@ class ServerMetrics:
         self.sessions_queued = self.child("openenv_sessions_queued")
         self.sessions_resumed = self.child("openenv_sessions_resumed")
         self.replay_bytes = self.child("openenv_replay_cache_bytes")
-        self._steps = {o: self.child("openenv_steps", o) for o in ("ok", "done", "error")}
-        self._resets = {o: self.child("openenv_resets", o) for o in ("ok", "error")}
+        self._steps_ok = self.child("openenv_steps", "ok")
+        self._steps_done = self.child("openenv_steps", "done")
+        self._steps_error = self.child("openenv_steps", "error")
+        self._resets_ok = self.child("openenv_resets", "ok")
+        self._resets_error = self.child("openenv_resets", "error")
         self._request = {
             k: self.child("openenv_request_duration_seconds", k) for k in ("reset", "step")
         }
@@ -228,17 +228,19 @@ class ServerMetrics:
 
     # -- hot path -------------------------------------------------------------------------
 
-    def env_call(self, kind: str, seconds: float) -> None:
-        self._env[kind].observe(seconds)
+    def answered(self, kind: str, done: bool, env_seconds: float | None) -> None:
+        """A reset/step returned (`done`: the episode ended) after `env_seconds` in the
+        environment."""
+        if kind == "step":
+            self._steps_done.value += 1 if done else 0
+            self._steps_ok.value += 0 if done else 1
+        else:
+            self._resets_ok.value += 1
+        if env_seconds is not None:
+            self._env[kind].observe(env_seconds)
 
-    def stepped(self, done: bool) -> None:
-        self._steps["done" if done else "ok"].value += 1
-
-    def step_failed(self) -> None:
-        self._steps["error"].value += 1
-
-    def reset_done(self, ok: bool) -> None:
-        self._resets["ok" if ok else "error"].value += 1
+    def failed(self, kind: str) -> None:
+        (self._steps_error if kind == "step" else self._resets_error).value += 1
 
     def request(self, kind: str, seconds: float, session: Session) -> None:
         """A WebSocket reset/step answered in `seconds`; the part outside the environment
@@ -250,7 +252,7 @@ class ServerMetrics:
         env = session.env_seconds
         if env is not None:
             session.env_seconds = None
-            self._overhead[kind].observe(max(0.0, seconds - env))
+            self._overhead[kind].value += seconds - env
 
     # -- everything else ------------------------------------------------------------------
 
@@ -433,6 +435,3 @@ def make_tracer(enabled: bool) -> CallTracer | None:
             "(pip install 'openenv[otel]'); no spans are recorded"
         )
         return None
-
-
-NO_SPAN: AbstractContextManager[Any] = nullcontext()

@@ -45,7 +45,7 @@ from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides
 from .mcp_environment import MCPEnvironment
-from .metrics import NO_SPAN, ServerMetrics, make_tracer
+from .metrics import ServerMetrics, make_tracer
 from .rewards import reset_rubric, score_step
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
@@ -905,8 +905,7 @@ class SessionManager:
                 raise self._execution_error("reset", exc) from exc
             await reset_rubric(env)
             if metrics is not None:
-                session.env_seconds = elapsed = perf_counter() - started
-                metrics.env_call("reset", elapsed)
+                session.env_seconds = perf_counter() - started
             return self._check_observation(obs, "reset")
 
         env = session.env
@@ -915,18 +914,10 @@ class SessionManager:
             and not self._is_async(env, "reset_async")
             and getattr(env, "rubric", None) is None
         )
+        call = self.call(session, work, kind="reset", detached=not sync)
         if metrics is None and self.tracer is None:
-            return await self.call(session, work, kind="reset", detached=not sync)
-        with self.tracer.span("reset", session) if self.tracer is not None else NO_SPAN:
-            try:
-                obs = await self.call(session, work, kind="reset", detached=not sync)
-            except BaseException:
-                if metrics is not None:
-                    metrics.reset_done(False)
-                raise
-        if metrics is not None:
-            metrics.reset_done(True)
-        return obs
+            return await call
+        return await self._observed("reset", session, call)
 
     async def step(
         self, session: Session, action: Action, kwargs: dict[str, Any] | None = None
@@ -950,8 +941,7 @@ class SessionManager:
             if getattr(env, "rubric", None) is not None:
                 await score_step(env, action, obs, lambda fn: self._run(session, fn))
             if metrics is not None:
-                session.env_seconds = elapsed = perf_counter() - started
-                metrics.env_call("step", elapsed)
+                session.env_seconds = perf_counter() - started
             return obs
 
         env = session.env
@@ -960,21 +950,37 @@ class SessionManager:
             and not self._is_async(env, "step_async")
             and getattr(env, "rubric", None) is None
         )
-        if metrics is None and self.tracer is None:
-            return await self.call(
-                session, work, counts_as_step=True, kind="step", detached=not sync
-            )
-        with self.tracer.span("step", session) if self.tracer is not None else NO_SPAN:
-            try:
-                obs = await self.call(
-                    session, work, counts_as_step=True, kind="step", detached=not sync
-                )
-            except BaseException:
-                if metrics is not None:
-                    metrics.step_failed()
-                raise
+        call = self.call(session, work, counts_as_step=True, kind="step", detached=not sync)
+        if self.tracer is not None:
+            return await self._observed("step", session, call)
+        if metrics is None:
+            return await call
+        try:  # `_observed` without a span, inline: this runs for every step
+            obs = await call
+        except BaseException:
+            metrics.failed("step")
+            raise
+        metrics.answered("step", obs.done, session.env_seconds)
+        return obs
+
+    async def _observed(
+        self, kind: str, session: Session, call: Awaitable[Observation]
+    ) -> Observation:
+        """Await a reset/step, counting its outcome and time in the environment (metrics) and
+        inside a span (tracing)."""
+        metrics, tracer = self.metrics, self.tracer
+        try:
+            if tracer is None:
+                obs = await call
+            else:
+                with tracer.span(kind, session):
+                    obs = await call
+        except BaseException:
+            if metrics is not None:
+                metrics.failed(kind)
+            raise
         if metrics is not None:
-            metrics.stepped(bool(obs.done))
+            metrics.answered(kind, obs.done, session.env_seconds)
         return obs
 
     async def state(self, session: Session) -> State:

@@ -268,25 +268,16 @@ class WebSocketHandler:
 
     async def _handle(self, session: Session, raw: str | bytes) -> tuple[bytes | None, bool]:
         """The reply to one frame, and whether the frame was refused as invalid."""
-        request = decode_request(raw)
         metrics = self.metrics
+        started = perf_counter() if metrics is not None else 0.0
+        request = decode_request(raw)
         if isinstance(request, Rejected):
             if metrics is not None:
                 metrics.error_frame(request.frame)
             return request.frame, True
         if request.kind == "close":
             raise _Close(request.id)
-        if metrics is None:
-            return await self._reply(session, request)
-        started = perf_counter()
-        try:
-            return await self._reply(session, request)
-        finally:
-            metrics.request(request.kind, perf_counter() - started, session)
-
-    async def _reply(self, session: Session, request: Request) -> tuple[bytes | None, bool]:
         rid = request.id
-        metrics = self.metrics
         try:
             if rid is not None and session.resumable:
                 # The encoded reply is what is kept for a re-send (measured in bytes).
@@ -312,6 +303,9 @@ class WebSocketHandler:
             return encode_error(
                 WSErrorCode.SESSION_ERROR, f"Internal error: {exception_message(exc)}", rid
             ), False
+        finally:
+            if metrics is not None:
+                metrics.request(request.kind, perf_counter() - started, session)
 
     async def _run_encoded(self, session: Session, request: Request) -> EncodedReply:
         result = await self._run(session, request)
