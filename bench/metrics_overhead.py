@@ -93,6 +93,46 @@ def steps_counted(url: str) -> float:
     )
 
 
+def in_process_cost(app_kind: str, steps: int, rounds: int) -> dict[str, float]:
+    """CPU microseconds per WebSocket step inside the server (frame decoded, environment
+    stepped on the dispatcher, reply encoded; no network), metrics off and on, alternating.
+    The end-to-end figures include the kernel, uvicorn and the load clients' noise; this one
+    is only the code that metrics change."""
+    import asyncio
+    import importlib
+
+    from openenv.core.env_server.config import ServerConfig
+    from openenv.core.env_server.http_server import HTTPEnvServer
+
+    if app_kind == "plain":
+        plain = importlib.import_module("plain_env")
+        classes = (plain.PlainEnvironment, plain.PlainAction, plain.PlainObservation)
+    else:
+        from echo_env.server.echo_environment import EchoEnvironment
+        from openenv.core.env_server import CallToolAction, CallToolObservation
+
+        classes = (EchoEnvironment, CallToolAction, CallToolObservation)
+    frame = json.dumps({"type": "step", "data": ACTIONS[APPS[app_kind][1]]}).encode()
+
+    async def run() -> dict[str, float]:
+        served = {}
+        for name, on in (("off", False), ("on", True)):
+            server = HTTPEnvServer(*classes, config=ServerConfig(metrics=on, max_concurrent_envs=2))
+            served[name] = (server, await server.manager.create("ws"))
+        best = {name: float("inf") for name in served}
+        for _ in range(rounds):
+            for name, (server, session) in served.items():
+                started = time.process_time()
+                for _ in range(steps):
+                    await server.ws._handle(session, frame)
+                best[name] = min(best[name], (time.process_time() - started) / steps * 1e6)
+        for server, _ in served.values():
+            await server.manager.shutdown()
+        return best
+
+    return asyncio.run(run())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--app", choices=sorted(APPS), default="plain")
@@ -101,6 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per variant")
     parser.add_argument("--json", default="", help="also write the figures here")
+    parser.add_argument(
+        "--in-process-steps",
+        type=int,
+        default=5000,
+        help="steps per round of the in-process CPU comparison (0: skip it)",
+    )
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = set(variants) - set(VARIANTS)
@@ -180,10 +226,27 @@ def main(argv: list[str] | None = None) -> int:
         )
     for variant, steps in counted.items():
         print(f"{variant}: /metrics counted {steps:,.0f} steps")
+    in_process: dict[str, float] = {}
+    if args.in_process_steps > 0:
+        in_process = in_process_cost(args.app, args.in_process_steps, max(4, args.rounds * 4))
+        added = in_process["on"] - in_process["off"]
+        print(
+            f"in process, CPU per step (best of rounds): off {in_process['off']:.2f} us, "
+            f"on {in_process['on']:.2f} us: metrics add {added:.2f} us "
+            f"({added / in_process['off'] * 100:.1f}% of this code, "
+            f"{added / cpu[base] * 100:.1f}% of the whole server's {cpu[base]:.1f} us per step)"
+        )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
-                {"app": args.app, "sessions": args.sessions, "variants": report}, fh, indent=1
+                {
+                    "app": args.app,
+                    "sessions": args.sessions,
+                    "variants": report,
+                    "in_process_cpu_us_per_step": in_process,
+                },
+                fh,
+                indent=1,
             )
     return 0
 
