@@ -13,6 +13,8 @@ API_KEY = "metrics-test-key"
 _OPTIONS: dict[str, dict[str, Any]] = {
     # Two slots and no queue: a third session is refused at once.
     "app": {"metrics": True, "max_concurrent_envs": 2, "queue_timeout_s": 0},
+    # One slot; a second session waits for it.
+    "queue_app": {"metrics": True, "max_concurrent_envs": 1, "queue_timeout_s": 60},
     # The reaper ends idle sessions within a second.
     "reaping_app": {"metrics": True, "session_timeout": 0.3},
     # No idle timeout; a dropped resumable session is ended after 0.3 s.

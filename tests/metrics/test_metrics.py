@@ -118,6 +118,21 @@ def test_a_session_over_capacity_is_counted_as_refused() -> None:
     assert value(samples, "openenv_sessions_active", transport="ws") == 2
 
 
+def test_a_session_waiting_for_a_slot_is_counted_as_queued() -> None:
+    with serve(f"{APP}:queue_app") as server:
+        with connect(server.ws_url) as first:
+            assert call(first, "reset")["type"] == "observation"
+            with connect(server.ws_url) as second:
+                queued = wait_for(server.url, lambda s: value(s, "openenv_sessions_queued") == 1)
+                first.close()  # its slot passes to the waiting connection
+                assert call(second, "reset")["type"] == "observation"
+                served = scrape(server.url)
+    assert value(queued, "openenv_sessions_queued") == 1
+    assert value(served, "openenv_sessions_queued") == 0
+    assert value(served, "openenv_sessions_opened_total", transport="ws") == 2
+    assert value(served, "openenv_sessions_refused_total", reason="capacity") == 0
+
+
 def test_resumed_sessions_and_replay_cache_bytes() -> None:
     with serve(f"{APP}:app") as server:
         with connect(server.ws_url, subprotocols=[SUBPROTOCOL]) as ws:  # type: ignore[list-item]
