@@ -87,3 +87,19 @@ def test_soak_quick_run_finds_no_problem_and_prints_its_figures(tmp_path: Path) 
     assert data["problems"] == [] and len(data["cycles"]) == 2
     for cycle in data["cycles"]:
         assert cycle["steps"] > 0 and cycle["server"]["sessions"] == 0, cycle
+
+
+@pytest.mark.slow  # three servers and a load client: seconds of two cores
+@pytest.mark.timeout(300)
+def test_metrics_overhead_bench_compares_off_and_on(tmp_path: Path) -> None:
+    report = tmp_path / "overhead.json"
+    out = _run(
+        "metrics_overhead.py",
+        *("--variants", "off,off-again,on", "--duration", "0.3", "--rounds", "1"),
+        *("--sessions", "2", "--json", str(report)),
+    )
+    assert "throughput vs off" in out
+    variants = {v["variant"]: v for v in json.loads(report.read_text())["variants"]}
+    assert variants["off"]["throughput_ratio"] == 1.0
+    assert variants["on"]["steps_counted_by_metrics"] > 0  # the `on` server really counted
+    assert variants["off-again"]["steps_counted_by_metrics"] is None

@@ -87,6 +87,13 @@ class ServerConfig:
     #: max_message_bytes); beyond it its next message is read later. 0: no limit.
     #: Env: OPENENV_WS_BYTES_PER_S.
     ws_bytes_per_s: int = 1024 * 1024
+    #: Serve Prometheus metrics at /metrics (docs/metrics.md). Env: OPENENV_METRICS=1.
+    metrics: bool = False
+    #: Answer /metrics without the API key (for a scraper on a private network).
+    #: Env: OPENENV_METRICS_PUBLIC=1.
+    metrics_public: bool = False
+    #: OpenTelemetry spans per reset and step (needs `openenv[otel]`). Env: OPENENV_TRACING=1.
+    tracing: bool = False
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerConfig:
@@ -121,6 +128,15 @@ class ServerConfig:
             values["allowed_origins"] = tuple(allowed_origins_from_env())
         if os.environ.get("OPENENV_DOCS", "").strip().lower() in ("0", "false", "no", "off"):
             values["docs"] = False
+        from .metrics import flag_from_env
+
+        for name, var in (
+            ("metrics", "OPENENV_METRICS"),
+            ("metrics_public", "OPENENV_METRICS_PUBLIC"),
+            ("tracing", "OPENENV_TRACING"),
+        ):
+            if flag_from_env(var):
+                values[name] = True
         known = {f.name for f in fields(cls)}
         for name, value in overrides.items():
             if name not in known:

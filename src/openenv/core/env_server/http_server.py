@@ -24,6 +24,7 @@ from ..protocol import (
     StepRequest,
     WSErrorCode,
     dumps,
+    error_category,
     error_data,
     session_id_from_scope,
     validation_errors,
@@ -35,7 +36,8 @@ from .harness_ws import HarnessSocket, builds_harness_environment
 from .http_errors import install_error_handlers, strict_json_routes
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
-from .security import AccessGuard
+from .metrics import WORKER_SCOPE_HEADER, merge, peer_snapshots, render
+from .security import OPEN_PATHS, AccessGuard
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import Session, SessionManager
 from .shutdown import SigtermDrain
@@ -50,7 +52,7 @@ from .types import (
     ServerMode,
     State,
 )
-from .workers import WORKER_DIR_ENV, WorkerRouter
+from .workers import WORKER_DIR_ENV, WORKER_ID_ENV, WorkerRouter
 from .ws import WebSocketHandler
 
 logger = logging.getLogger("openenv.server")
@@ -193,6 +195,12 @@ class HTTPEnvServer:
     def get_capacity_status(self) -> ServerCapacityStatus:
         return self.manager.capacity()
 
+    def error_response(self, exc: ServerError) -> Response:
+        """The HTTP reply to `exc`, counted in the metrics."""
+        if self.manager.metrics is not None:
+            self.manager.metrics.error(exc.code, exc.category)
+        return _error_response(exc)
+
     def get_session_info(self, session_id: str) -> Any:
         session = self.manager.sessions.get(session_id)
         return session.info() if session is not None else None
@@ -245,11 +253,30 @@ class HTTPEnvServer:
             try:
                 return _json((await server.metadata()).model_dump())
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
 
         @app.get("/schema", response_model=SchemaResponse, tags=["Schema"])
         async def schema() -> Response:
             return _json(server.schema())
+
+        metrics = server.manager.metrics
+        if metrics is not None:
+
+            @app.get("/metrics", tags=["Health"], response_class=Response)
+            async def metrics_text(request: Request) -> Response:
+                """Prometheus metrics (text format) of every worker; see docs/metrics.md."""
+                if request.headers.get(WORKER_SCOPE_HEADER) == "worker":
+                    return Response(metrics.snapshot_json(), media_type="application/json")
+                snapshots = [metrics.snapshot()]
+                directory = os.environ.get(WORKER_DIR_ENV)
+                if directory:
+                    snapshots += await peer_snapshots(
+                        directory,
+                        os.environ.get(WORKER_ID_ENV, ""),
+                        request.headers.get("authorization"),
+                    )
+                body, content_type = render(merge(snapshots))
+                return Response(body, media_type=content_type)
 
         @app.get("/capacity", response_model=ServerCapacityStatus, tags=["Health"])
         async def capacity() -> Response:
@@ -305,7 +332,7 @@ class HTTPEnvServer:
                     raise
                 return _observation_response(obs, session.id)
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
 
         @app.post("/step", response_model=ResetResponse, tags=["Environment Control"])
         async def step(request: StepRequest, sid: str | None = Depends(_named_session)) -> Response:
@@ -314,6 +341,9 @@ class HTTPEnvServer:
             try:
                 action = deserialize_action(request.action, server.action_cls)
             except ValidationError as exc:
+                if manager.metrics is not None:
+                    code = WSErrorCode.VALIDATION_ERROR.value
+                    manager.metrics.error(code, error_category(code).value)
                 return _json({"detail": validation_errors(exc)}, 422)
             kwargs = request.model_dump(exclude_unset=True, exclude={"action"})
             try:
@@ -335,7 +365,7 @@ class HTTPEnvServer:
                 reply = await manager.once(session, request.request_id, step_encoded)
                 return _body_response(reply.with_field("session_id", session.id), session.id)
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
 
         @app.get("/state", tags=["State Management"])
         async def state(sid: str | None = Depends(_named_session)) -> Response:
@@ -347,7 +377,7 @@ class HTTPEnvServer:
                     st = await manager.state(manager.get(sid, by="http"))
                 return _json(st.model_dump())
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
 
         @app.delete("/sessions/{session_id}", tags=["Environment Control"])
         async def close_session(session_id: str) -> Response:
@@ -355,7 +385,7 @@ class HTTPEnvServer:
             try:
                 session = manager.get(session_id, by="http")
             except ServerError as exc:
-                return _error_response(exc)
+                return server.error_response(exc)
             await manager.destroy(session, "closed by client")
             return _json({"session_id": session_id, "closed": True})
 
@@ -446,6 +476,7 @@ def create_fastapi_app(
         api_key=server.config.api_key,
         allowed_origins=server.config.allowed_origins,
         playground=web_interface,
+        open_paths=OPEN_PATHS | {"/metrics"} if server.config.metrics_public else OPEN_PATHS,
     )
     app.state.openenv_server = server
     log_redaction.install()

@@ -197,6 +197,11 @@ class MCPEndpoint:
         await self.manager.destroy(session, "closed by MCP client")
         return Response(status_code=200)
 
+    def _count_error(self, exc: ServerError) -> None:
+        metrics = self.manager.metrics
+        if metrics is not None:
+            metrics.error(exc.code, exc.category)
+
     def _lookup(self, session_id: str) -> Session | None:
         """A live session HTTP MCP may act on (not one a WebSocket connection owns)."""
         try:
@@ -216,6 +221,7 @@ class MCPEndpoint:
         try:
             session = await self.manager.create("ws")
         except ServerError as exc:
+            self._count_error(exc)
             rpc = _server_error_to_rpc(exc)
             try:
                 await websocket.send_text(
@@ -321,6 +327,7 @@ class MCPEndpoint:
                 None if is_notification else rpc_error(request.id, err.code, err.message, err.data)
             )
         except ServerError as exc:
+            self._count_error(exc)
             rpc = _server_error_to_rpc(exc)
             return (
                 None if is_notification else rpc_error(request.id, rpc.code, rpc.message, rpc.data)

@@ -4,7 +4,7 @@
   but `/health` and every WebSocket handshake needs `Authorization: Bearer <key>`; anything
   else gets 401 before it reaches a route. Clients send it from their `api_key` argument or the
   same variable. `/health` stays open so that liveness probes need no secret (it says nothing
-  but "healthy").
+  but "healthy"). `/metrics` (when on) needs the key too unless `OPENENV_METRICS_PUBLIC=1`.
 - **Origin.** A WebSocket handshake that carries an `Origin` header comes from a browser page.
   Browsers do not apply CORS to WebSockets, so without a check any web page a user visits could
   drive a server on their machine. Handshakes are refused unless the origin is in
@@ -85,8 +85,10 @@ class AccessGuard:
         api_key: str | None,
         allowed_origins: Iterable[str] = (),
         playground: bool = False,
+        open_paths: frozenset[str] = OPEN_PATHS,
     ) -> None:
         self.app = app
+        self.open_paths = open_paths
         self.expected = f"Bearer {api_key}".encode() if api_key else None
         self.origins = {origin.rstrip("/").lower() for origin in allowed_origins}
         self.playground = playground
@@ -115,7 +117,7 @@ class AccessGuard:
         await self.app(scope, receive, send)
 
     def _open_path(self, path: str) -> bool:
-        if path in OPEN_PATHS:
+        if path in self.open_paths:
             return True
         return self.playground and (path in PLAYGROUND_PATHS or path.startswith(PLAYGROUND_PREFIX))
 

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
+from time import perf_counter
 from typing import Any, TypeVar, Union
 
 from ..errors import (
@@ -44,6 +45,7 @@ from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides
 from .mcp_environment import MCPEnvironment
+from .metrics import ServerMetrics, make_tracer
 from .rewards import reset_rubric, score_step
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
@@ -141,6 +143,8 @@ class SlotPool:
         self.max_waiters = max_waiters
         self.used = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+        #: `openenv_sessions_queued` when metrics are on.
+        self.queued_gauge: Any = None
 
     def has_free_slot(self) -> bool:
         return self.used < self.size and not self._waiters
@@ -157,6 +161,9 @@ class SlotPool:
             raise self._full()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
+        gauge = self.queued_gauge
+        if gauge is not None:
+            gauge.inc()
         try:
             await asyncio.wait_for(asyncio.shield(fut), timeout)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
@@ -169,6 +176,9 @@ class SlotPool:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             raise self._full(waited=timeout) from None
+        finally:
+            if gauge is not None:
+                gauge.dec()
 
     def refuse_waiters(self, error: BaseException) -> None:
         """Fail every queued acquire with `error` (the server is shutting down)."""
@@ -209,6 +219,7 @@ class Session:
         "deadline",
         "detached_at",
         "env",
+        "env_seconds",
         "exit_stack",
         "id",
         "inflight",
@@ -229,6 +240,8 @@ class Session:
         self.id = session_id
         self.transport = transport
         self.env: Environment | None = None
+        #: Seconds the last reset/step spent in the environment (metrics on), for the overhead.
+        self.env_seconds: float | None = None
         self.created_at = time.time()
         self.last_activity = now
         self.step_count = 0
@@ -331,6 +344,11 @@ class SessionManager:
         self._method_kinds: dict[tuple[type, str], bool] = {}
         #: Server mode given to MCP environments so mode-specific tools match the server.
         self.env_mode: str | None = None
+        #: Prometheus metrics and OpenTelemetry spans; None (nothing imported) when off.
+        self.metrics: ServerMetrics | None = ServerMetrics() if config.metrics else None
+        self.tracer = make_tracer(config.tracing)
+        if self.metrics is not None:
+            self.slots.queued_gauge = self.metrics.sessions_queued
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -358,9 +376,8 @@ class SessionManager:
 
     async def create(self, transport: str, *, wait: bool = True) -> Session:
         """Reserve a slot (waiting in the queue if allowed) and build the environment."""
-        self.refuse_if_draining()
+        await self._acquire_slot(self.config.queue_timeout_s if wait else 0.0)
         self.ensure_reaper()
-        await self.slots.acquire(self.config.queue_timeout_s if wait else 0.0)
         session = Session(self.new_session_id(), transport)
         try:
             session.env = await self.build_env()
@@ -371,7 +388,20 @@ class SessionManager:
                 await self._close_env(session)
             raise
         self.sessions[session.id] = session
+        if self.metrics is not None:
+            self.metrics.session_opened(transport)
         return session
+
+    async def _acquire_slot(self, timeout: float) -> None:
+        """A slot for a new environment; CAPACITY_REACHED (counted as refused) if none."""
+        try:
+            self.refuse_if_draining()
+            await self.slots.acquire(timeout)
+        except CapacityReachedError:
+            if self.metrics is not None:
+                reason = "draining" if self.draining else "capacity"
+                self.metrics.refused(reason)
+            raise
 
     @staticmethod
     async def _enter_session_context(session: Session) -> None:
@@ -441,7 +471,8 @@ class SessionManager:
             return
         session._closed = True
         session.closed_reason = reason
-        self.sessions.pop(session.id, None)
+        if self.sessions.pop(session.id, None) is not None and self.metrics is not None:
+            self.metrics.session_closed(session)
         ws = session.websocket
         session.websocket = None
         try:
@@ -554,12 +585,16 @@ class SessionManager:
             if session.detached_at is not None and now - session.detached_at > grace:
                 await self.destroy(session, "resume grace period expired")
                 reaped += 1
+                if self.metrics is not None:
+                    self.metrics.reaped("resume_grace")
             elif idle is not None and now - session.last_activity > idle:
                 logger.info("Closing session %s after %.0fs idle", session_log_id(session.id), idle)
                 await self.destroy(
                     session, f"session idle for more than {idle:g}s", CLOSE_IDLE_TIMEOUT
                 )
                 reaped += 1
+                if self.metrics is not None:
+                    self.metrics.reaped("idle")
         return reaped
 
     # -- running environment methods ---------------------------------------------------
@@ -750,6 +785,9 @@ class SessionManager:
         session._closed = True
         session.closed_reason = error.message
         if self.sessions.pop(session.id, None) is not None:
+            if self.metrics is not None:
+                self.metrics.session_closed(session)
+                self.metrics.reaped("call_timeout")
             self._ended[session.id] = (session.transport, error.message)
             while len(self._ended) > _ENDED_REMEMBERED:
                 self._ended.popitem(last=False)
@@ -833,6 +871,7 @@ class SessionManager:
         replies = session.replies
         assert replies is not None
         replies[request_id] = outcome
+        size_before = session.replay_size
         session.replay_size += _outcome_size(outcome)
         limit = self.config.replay_bytes
         if session.replay_size > limit:
@@ -846,11 +885,16 @@ class SessionManager:
             _, old = replies.popitem(last=False)
             if old is not None:
                 session.replay_size -= _outcome_size(old)
+        if self.metrics is not None and session.replay_size != size_before and not session.closed:
+            self.metrics.replay_bytes.inc(session.replay_size - size_before)
 
     async def reset(self, session: Session, kwargs: dict[str, Any]) -> Observation:
+        metrics = self.metrics
+
         async def work() -> Observation:
             env = session.env
             assert env is not None
+            started = perf_counter() if metrics is not None else 0.0
             try:
                 if self._is_async(env, "reset_async"):
                     obs = await env.reset_async(**filter_kwargs(env.reset_async, kwargs))
@@ -860,6 +904,8 @@ class SessionManager:
             except Exception as exc:
                 raise self._execution_error("reset", exc) from exc
             await reset_rubric(env)
+            if metrics is not None:
+                session.env_seconds = perf_counter() - started
             return self._check_observation(obs, "reset")
 
         env = session.env
@@ -868,14 +914,20 @@ class SessionManager:
             and not self._is_async(env, "reset_async")
             and getattr(env, "rubric", None) is None
         )
-        return await self.call(session, work, kind="reset", detached=not sync)
+        call = self.call(session, work, kind="reset", detached=not sync)
+        if metrics is None and self.tracer is None:
+            return await call
+        return await self._observed("reset", session, call)
 
     async def step(
         self, session: Session, action: Action, kwargs: dict[str, Any] | None = None
     ) -> Observation:
+        metrics = self.metrics
+
         async def work() -> Observation:
             env = session.env
             assert env is not None
+            started = perf_counter() if metrics is not None else 0.0
             try:
                 if self._is_async(env, "step_async"):
                     fn = env.step_async
@@ -888,6 +940,8 @@ class SessionManager:
             obs = self._check_observation(obs, "step")
             if getattr(env, "rubric", None) is not None:
                 await score_step(env, action, obs, lambda fn: self._run(session, fn))
+            if metrics is not None:
+                session.env_seconds = perf_counter() - started
             return obs
 
         env = session.env
@@ -896,7 +950,38 @@ class SessionManager:
             and not self._is_async(env, "step_async")
             and getattr(env, "rubric", None) is None
         )
-        return await self.call(session, work, counts_as_step=True, kind="step", detached=not sync)
+        call = self.call(session, work, counts_as_step=True, kind="step", detached=not sync)
+        if self.tracer is not None:
+            return await self._observed("step", session, call)
+        if metrics is None:
+            return await call
+        try:  # `_observed` without a span, inline: this runs for every step
+            obs = await call
+        except BaseException:
+            metrics.failed("step")
+            raise
+        metrics.answered("step", obs.done, session.env_seconds)
+        return obs
+
+    async def _observed(
+        self, kind: str, session: Session, call: Awaitable[Observation]
+    ) -> Observation:
+        """Await a reset/step, counting its outcome and time in the environment (metrics) and
+        inside a span (tracing)."""
+        metrics, tracer = self.metrics, self.tracer
+        try:
+            if tracer is None:
+                obs = await call
+            else:
+                with tracer.span(kind, session):
+                    obs = await call
+        except BaseException:
+            if metrics is not None:
+                metrics.failed(kind)
+            raise
+        if metrics is not None:
+            metrics.answered(kind, obs.done, session.env_seconds)
+        return obs
 
     async def state(self, session: Session) -> State:
         async def work() -> State:
@@ -940,8 +1025,7 @@ class SessionManager:
         the queue like a new session, CAPACITY_REACHED when that is full): stateless calls never
         make more live instances than `max_concurrent_envs`.
         """
-        self.refuse_if_draining()
-        await self.slots.acquire(self.config.queue_timeout_s)
+        await self._acquire_slot(self.config.queue_timeout_s)
         session = Session("stateless", "http")
         try:
             session.env = await self.build_env()

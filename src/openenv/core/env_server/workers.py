@@ -7,6 +7,8 @@ worker also listens on its own Unix socket and prefixes the session ids it issue
 (`w3.`). A request that names another worker's session (HTTP session header, `session_id` query,
 `Mcp-Session-Id`, or `params.session_id` in an `/mcp` body) arrives on whichever worker the
 kernel picked; that worker forwards it over the owner's Unix socket, WebSockets included.
+`/metrics` (when on) is answered by any worker with the sum of all of them: it asks the others
+over the same sockets (see metrics.py).
 """
 
 from __future__ import annotations

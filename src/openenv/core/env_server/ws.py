@@ -15,6 +15,7 @@ import contextlib
 import logging
 import secrets
 import time
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -39,6 +40,7 @@ from ..protocol import (
     dumps,
     encode_error,
     encode_frame,
+    error_category,
     invalid_data,
     session_id_from_scope,
 )
@@ -70,6 +72,7 @@ class WebSocketHandler:
     def __init__(self, server: HTTPEnvServer) -> None:
         self.server = server
         self.manager = server.manager
+        self.metrics = server.manager.metrics
 
     async def __call__(self, websocket: WebSocket) -> None:
         extended = SUBPROTOCOL in websocket.scope.get("subprotocols", ())
@@ -144,6 +147,8 @@ class WebSocketHandler:
             raise
 
     async def _refuse(self, websocket: WebSocket, data: dict[str, Any]) -> None:
+        if self.metrics is not None:
+            self.metrics.error(str(data.get("code", "")), str(data.get("category", "")))
         try:
             await websocket.send_text(_text(encode_frame("error", data)))
         except Exception:
@@ -169,6 +174,8 @@ class WebSocketHandler:
         session.websocket = websocket
         session.detached_at = None
         session.touch()
+        if self.metrics is not None:
+            self.metrics.sessions_resumed.inc()
         if previous is not None and previous is not websocket:
             # The old connection is presumably dead (the client came back); it loses the session.
             # Closed on its own task: a half-open or non-reading old connection cannot delay
@@ -233,6 +240,9 @@ class WebSocketHandler:
                     limit=limit,
                 )
                 refused = True
+                if self.metrics is not None:
+                    code = WSErrorCode.MESSAGE_TOO_LARGE.value
+                    self.metrics.error(code, error_category(code).value)
             else:
                 try:
                     reply, refused = await self._handle(session, raw)
@@ -258,8 +268,12 @@ class WebSocketHandler:
 
     async def _handle(self, session: Session, raw: str | bytes) -> tuple[bytes | None, bool]:
         """The reply to one frame, and whether the frame was refused as invalid."""
+        metrics = self.metrics
+        started = perf_counter() if metrics is not None else 0.0
         request = decode_request(raw)
         if isinstance(request, Rejected):
+            if metrics is not None:
+                metrics.error_frame(request.frame)
             return request.frame, True
         if request.kind == "close":
             raise _Close(request.id)
@@ -274,14 +288,24 @@ class WebSocketHandler:
             result = await self._run(session, request)
             return self._encode(request.kind, result, rid), False
         except InvalidRequestError as exc:
+            if metrics is not None:
+                metrics.error(exc.code, exc.category)
             return encode_frame("error", exc.to_data(), rid), True
         except ServerError as exc:
+            if metrics is not None:
+                metrics.error(exc.code, exc.category)
             return encode_frame("error", exc.to_data(), rid), False
         except Exception as exc:  # a server bug must not end the connection
             logger.exception("Unexpected error handling a %s request", request.kind)
+            if metrics is not None:
+                code = WSErrorCode.SESSION_ERROR.value
+                metrics.error(code, error_category(code).value)
             return encode_error(
                 WSErrorCode.SESSION_ERROR, f"Internal error: {exception_message(exc)}", rid
             ), False
+        finally:
+            if metrics is not None:
+                metrics.request(request.kind, perf_counter() - started, session)
 
     async def _run_encoded(self, session: Session, request: Request) -> EncodedReply:
         result = await self._run(session, request)
