@@ -30,8 +30,8 @@ from bench import ACTIONS, HERE, Bench, free_port, measure_ws, proc_cpu_seconds,
 
 APPS = {"plain": ("plain_env:app", "plain"), "echo": ("echo_env.server.app:app", "mcp")}
 VARIANTS: dict[str, dict[str, str]] = {
-    "off": {},
-    "off-again": {},
+    "off": {"OPENENV_METRICS": "0"},
+    "off-again": {"OPENENV_METRICS": "0"},
     "on": {"OPENENV_METRICS": "1"},
     "tracing": {"OPENENV_METRICS": "1", "OPENENV_TRACING": "1"},
 }
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         for variant, server in servers.items():
-            if "OPENENV_METRICS" in VARIANTS[variant]:
+            if VARIANTS[variant].get("OPENENV_METRICS") == "1":
                 counted[variant] = steps_counted(server.url)
         cpu_now = {v: proc_cpu_seconds(s.proc.pid) for v, s in servers.items()}
     finally:

@@ -216,8 +216,16 @@ def test_metrics_need_the_api_key_unless_made_public() -> None:
         assert httpx.post(f"{server.url}/reset").status_code == 401  # only /metrics is open
 
 
-def test_metrics_off_serve_nothing_and_import_nothing() -> None:
+def test_metrics_are_on_by_default() -> None:
     with serve("tests.apps.counter:app") as server:
+        httpx.post(f"{server.url}/reset")
+        reply = httpx.get(f"{server.url}/metrics")
+    assert reply.status_code == 200
+    assert "openenv_resets_total" in reply.text
+
+
+def test_metrics_off_serve_nothing_and_import_nothing() -> None:
+    with serve("tests.apps.counter:app", env={"OPENENV_METRICS": "0"}) as server:
         assert httpx.get(f"{server.url}/metrics").status_code == 404
     probe = (
         "import sys\n"
@@ -229,7 +237,7 @@ def test_metrics_off_serve_nothing_and_import_nothing() -> None:
         "loaded = sorted(m for m in sys.modules if m.startswith('prometheus_client'))\n"
         "assert not loaded, loaded\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "OPENENV_METRICS": "0"}
     result = subprocess.run(
         [sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True
     )

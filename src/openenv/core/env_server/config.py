@@ -87,8 +87,9 @@ class ServerConfig:
     #: max_message_bytes); beyond it its next message is read later. 0: no limit.
     #: Env: OPENENV_WS_BYTES_PER_S.
     ws_bytes_per_s: int = 1024 * 1024
-    #: Serve Prometheus metrics at /metrics (docs/metrics.md). Env: OPENENV_METRICS=1.
-    metrics: bool = False
+    #: Serve Prometheus metrics at /metrics (docs/metrics.md). Env: OPENENV_METRICS=0 turns
+    #: them off.
+    metrics: bool = True
     #: Answer /metrics without the API key (for a scraper on a private network).
     #: Env: OPENENV_METRICS_PUBLIC=1.
     metrics_public: bool = False
@@ -135,8 +136,9 @@ class ServerConfig:
             ("metrics_public", "OPENENV_METRICS_PUBLIC"),
             ("tracing", "OPENENV_TRACING"),
         ):
-            if flag_from_env(var):
-                values[name] = True
+            flag = flag_from_env(var)
+            if flag is not None:
+                values[name] = flag
         known = {f.name for f in fields(cls)}
         for name, value in overrides.items():
             if name not in known:

@@ -1,7 +1,8 @@
 """Prometheus metrics of a server (`/metrics`), and optional OpenTelemetry spans per call.
 
-Off by default: with `OPENENV_METRICS` unset neither `prometheus_client` nor OpenTelemetry is
-imported and the hot path pays one `is None` test per request. When on, the hot path only adds
+On by default (`OPENENV_METRICS=0` turns them off: then neither `prometheus_client` nor
+OpenTelemetry is imported and the hot path pays one `is None` test per request). When on, the
+hot path only adds
 to plain numbers of this process (no lock: every count is taken on the event loop), which costs
 a fraction of `prometheus_client`'s own metric objects; `prometheus_client` renders them at
 scrape time. Under `--workers N` the worker that answers a scrape asks the others for their
@@ -57,10 +58,17 @@ LATENCY_BUCKETS = (
 )
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
 
 
-def flag_from_env(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUE
+def flag_from_env(name: str) -> bool | None:
+    """True or False when the variable says so; None when it is unset (or unreadable)."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    return None
 
 
 @dataclass(frozen=True)
