@@ -1,7 +1,7 @@
 """Providers start environments for a trainer, isolate them and clean them up.
 
     from openenv.providers import get_provider
-    provider = get_provider("local")            # or "sandbox", "uv", "docker", "swarm"
+    provider = get_provider("local")            # or "sandbox", "uv", "docker", "swarm", "ray"
     env = await provider.start("echo")
     ...
     await provider.stop(env)
@@ -30,6 +30,7 @@ from .spec import EnvSpec, NetworkPolicy, ResourceLimits, SpecError
 if TYPE_CHECKING:
     from .docker import DockerProvider
     from .local import LocalProcessProvider
+    from .ray import RayProvider
     from .sandbox import SandboxProvider
     from .swarm import DockerSwarmProvider
     from .uv import UVProvider
@@ -41,6 +42,7 @@ PROVIDERS: dict[str, str] = {
     "uv": "openenv.providers.uv:UVProvider",
     "docker": "openenv.providers.docker:DockerProvider",
     "swarm": "openenv.providers.swarm:DockerSwarmProvider",
+    "ray": "openenv.providers.ray:RayProvider",
 }
 
 DEFAULT_PROVIDER = "local"
@@ -51,6 +53,7 @@ _LAZY = {
     "UVProvider": "uv",
     "DockerProvider": "docker",
     "DockerSwarmProvider": "swarm",
+    "RayProvider": "ray",
 }
 
 
@@ -92,6 +95,7 @@ __all__ = [
     "Provider",
     "ProviderError",
     "ProviderUnavailableError",
+    "RayProvider",
     "Resource",
     "ResourceLimits",
     "SandboxProvider",
