@@ -153,9 +153,9 @@ async def _call(ref: Any, timeout_s: float = CALL_TIMEOUT_S) -> Any:
 
 
 def _actor_gone_errors() -> tuple[type[BaseException], ...]:
-    """Dead for good or restarting: either way, not serving now."""
+    """Dead for good, restarting or not answering: either way, not serving now."""
     exceptions = _ray().exceptions
-    return (exceptions.RayActorError, exceptions.ActorUnavailableError)
+    return (exceptions.RayActorError, exceptions.ActorUnavailableError, asyncio.TimeoutError)
 
 
 def _actor_dead_error() -> type[BaseException]:
@@ -200,7 +200,7 @@ class RayProvider(Provider):
         self.namespace = namespace
         self.num_cpus = num_cpus
         self.memory_mb = memory_mb
-        self.resources = dict(resources or {})
+        self.actor_resources = dict(resources or {})
         self.scheduling_strategy = scheduling_strategy
         self.max_restarts = max_restarts
         self.host = host
@@ -214,9 +214,7 @@ class RayProvider(Provider):
     @classmethod
     def check_available(cls) -> None:
         if importlib.util.find_spec("ray") is None:
-            raise ProviderUnavailableError(
-                "the Ray provider needs ray: pip install 'openenv[ray]'"
-            )
+            raise ProviderUnavailableError("the Ray provider needs ray: pip install 'openenv[ray]'")
 
     def connect(self) -> Any:
         """Join the cluster (blocking); the `ray` module, initialised."""
@@ -260,8 +258,8 @@ class RayProvider(Provider):
         }
         if memory_mb:
             options["memory"] = memory_mb * 1024 * 1024
-        if self.resources:
-            options["resources"] = self.resources
+        if self.actor_resources:
+            options["resources"] = self.actor_resources
         if self.runtime_env:
             options["runtime_env"] = self.runtime_env
         placement = _placement.get()
@@ -307,7 +305,7 @@ class RayProvider(Provider):
                     f"ray: actor for {spec.target!r} ({env_id}) not placed and serving within "
                     f"{spec.ready_timeout_s:g} s: does the cluster have the resources it asks "
                     f"for ({self._options(spec, env_id).get('num_cpus')} CPU, "
-                    f"{self.resources or 'no custom resources'})?"
+                    f"{self.actor_resources or 'no custom resources'})?"
                 ) from None
             if isinstance(exc, _actor_gone_errors()):
                 raise EnvironmentStartError(
@@ -347,7 +345,10 @@ class RayProvider(Provider):
         self.check_available()
         self._check_spec(spec)
         ray = await run_blocking(self.connect)
-        bundle: dict[str, float] = {"CPU": spec.limits.cpus or self.num_cpus, **self.resources}
+        bundle: dict[str, float] = {
+            "CPU": spec.limits.cpus or self.num_cpus,
+            **self.actor_resources,
+        }
         memory_mb = spec.limits.memory_mb or self.memory_mb
         if memory_mb:
             bundle["memory"] = memory_mb * 1024 * 1024
@@ -427,7 +428,7 @@ class RayProvider(Provider):
             return False
         try:
             facts = await _call(actor.describe.remote(), 5.0)
-        except (asyncio.TimeoutError, *_actor_gone_errors()):
+        except _actor_gone_errors():
             return False
         if facts["incarnation"] == env.info.get("incarnation"):
             return bool(facts["serving"])
@@ -445,24 +446,25 @@ class RayProvider(Provider):
         return False
 
     async def wait_restarted(self, env: StartedEnv, timeout_s: float = 60.0) -> StartedEnv:
-        """Wait until Ray has restarted a dead server and it answers `/health` at its new
-        address; raise `EnvironmentDiedError` when Ray will not restart it."""
+        """Wait until the environment's actor serves again (after a restart by Ray, on the
+        address `env.base_url` then holds); `EnvironmentDiedError` when Ray will not restart
+        it. Returns at once when it never died."""
         deadline = time.monotonic() + timeout_s
-        restarts = int(env.info.get("restarts", 0))
-        while int(env.info.get("restarts", 0)) == restarts:
+        while True:
             actor = self._actors.get(env.id)
             if actor is None:
                 raise EnvironmentDiedError(f"ray: {env.id} was stopped")
             try:
                 await _call(actor.describe.remote(), max(0.1, deadline - time.monotonic()))
+                await self._alive(env)  # moves env.base_url when this is a new incarnation
+                break
             except _actor_dead_error() as exc:
                 raise EnvironmentDiedError(
                     f"ray: {env.id} died and Ray will not restart it (max_restarts="
                     f"{self.max_restarts} used up, or no node can take it): {exc}"
                 ) from None
-            except (asyncio.TimeoutError, *_actor_gone_errors()):
+            except _actor_gone_errors():
                 pass
-            await self._alive(env)
             if time.monotonic() >= deadline:
                 raise EnvironmentDiedError(f"ray: {env.id} not restarted within {timeout_s:g} s")
             await asyncio.sleep(0.1)
