@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import importlib.util
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from tests.providers.leaks import ECHO_STEP, end_trainer, leftovers, run_gc, sta
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (uv sync --extra ray)")
 RAY = str(Path(sys.executable).with_name("ray"))
+RAY_AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 def test_registered_and_lazy() -> None:
@@ -140,6 +142,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A head node and a second node (`ray start`), joined, on this machine."""
     if not HAS_RAY:
         pytest.skip("ray is not installed (uv sync --extra ray)")
+    # A token of this cluster's own, for the nodes, this process and the trainers it starts
+    # (Ray's default, ~/.ray/auth_token, is shared with whatever else runs Ray here).
+    saved = {k: os.environ.get(k) for k in ("RAY_ADDRESS", *RAY_AUTH_VARIABLES)}
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     import ray
 
     # Ray's socket paths must stay under 107 bytes: a short folder of our own.
@@ -160,7 +167,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "node_a",
     )
     second: Node | None = None
-    old_address = os.environ.get("RAY_ADDRESS")
     try:
         address_file = temp / "ray_current_cluster"
         address = _wait_for(
@@ -190,10 +196,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         for node in (second, head):
             if node is not None:
                 node.kill()
-        if old_address is None:
-            os.environ.pop("RAY_ADDRESS", None)
-        else:
-            os.environ["RAY_ADDRESS"] = old_address
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         subprocess.run(["rm", "-rf", str(temp)], check=False)
 
 

@@ -459,6 +459,11 @@ class RayProvider(Provider):
                 await self._alive(env)  # moves env.base_url when this is a new incarnation
                 break
             except _actor_dead_error() as exc:
+                # A call in flight when the actor died fails so too, restart or not: the
+                # cluster's actor table says whether Ray gave up on it.
+                if await run_blocking(_actor_state, actor) != "DEAD":
+                    await asyncio.sleep(0.1)
+                    continue
                 raise EnvironmentDiedError(
                     f"ray: {env.id} died and Ray will not restart it (max_restarts="
                     f"{self.max_restarts} used up, or no node can take it): {exc}"
@@ -530,6 +535,18 @@ class RayProvider(Provider):
         actor = _named_actor(resource.id, namespace or DEFAULT_NAMESPACE)
         if actor is not None:
             RayProvider()._kill(actor)
+
+
+def _actor_state(actor: Any) -> Optional[str]:
+    """ALIVE, RESTARTING, DEAD, ... from the cluster's actor table; None if it cannot say."""
+    try:
+        from ray._private import state
+
+        info = state.actors(actor_id=actor._actor_id.hex())
+    except Exception:
+        return None
+    value = info.get("State") if isinstance(info, dict) else None
+    return str(value) if value else None
 
 
 def _named_actor(name: str, namespace: Optional[str]) -> Any:
