@@ -29,6 +29,7 @@ import contextvars
 import importlib.util
 import logging
 import os
+import sys
 import time
 from collections import deque
 from dataclasses import asdict
@@ -491,11 +492,10 @@ class RayProvider(Provider):
     def _cluster_known(cls) -> bool:
         """Only a cluster the user named (or this process joined) is listed: `openenv ps`
         must not start a Ray cluster to find nothing in it."""
-        if importlib.util.find_spec("ray") is None:
-            return False
-        import ray
-
-        return bool(ray.is_initialized() or os.environ.get("RAY_ADDRESS"))
+        ray = sys.modules.get("ray")  # imported only for a cluster named (ray is slow to import)
+        if ray is not None and ray.is_initialized():
+            return True
+        return bool(os.environ.get("RAY_ADDRESS")) and importlib.util.find_spec("ray") is not None
 
     @classmethod
     def resources(cls) -> list[Resource]:
