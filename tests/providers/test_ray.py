@@ -59,8 +59,10 @@ def test_says_what_to_install_without_ray(monkeypatch: pytest.MonkeyPatch) -> No
     assert RayProvider.resources() == []
 
 
-def test_refuses_limits_ray_cannot_enforce() -> None:
+def test_refuses_limits_ray_cannot_enforce(monkeypatch: pytest.MonkeyPatch) -> None:
     from openenv.providers.ray import RayProvider
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # no cluster is needed to refuse
 
     provider = RayProvider()
     for limits in ({"pids": 10}, {"wall_time_s": 5}):

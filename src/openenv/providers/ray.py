@@ -502,26 +502,32 @@ class RayProvider(Provider):
         if not cls._cluster_known():
             return []
         ray = RayProvider().connect()
-        found = []
+        actors = []
         for entry in ray.util.list_named_actors(all_namespaces=True):
             name, namespace = entry["name"], entry["namespace"]
-            if not name.startswith(cls.name + "-"):
-                continue
-            actor = _named_actor(name, namespace)
-            if actor is None:
-                continue
+            actor = _named_actor(name, namespace) if name.startswith(cls.name + "-") else None
+            if actor is not None:
+                # Asked all at once: a cluster of thousands is listed in one round trip's time.
+                actors.append((name, namespace, actor.describe.remote()))
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        found = []
+        for name, namespace, ref in actors:
             try:
-                facts = ray.get(actor.describe.remote(), timeout=CALL_TIMEOUT_S)
-            except Exception:  # restarting or unreachable: listed, owner unknown
-                facts = {"owner": None, "target": "", "created_at": 0.0, "url": ""}
-            owner = Owner(**facts["owner"]) if facts.get("owner") else None
+                facts = ray.get(ref, timeout=max(0.1, deadline - time.monotonic()))
+                owner = Owner(**facts["owner"])
+                owner_alive = owner.is_alive()
+            except Exception:
+                # Restarting or not answering: listed, but never an orphan (it may be a live
+                # trainer's), so `openenv gc` leaves it for a later run.
+                facts = {}
+                owner, owner_alive = Owner("(not answering)", "", 0, 0), None
             found.append(
                 Resource(
                     id=name,
                     provider=cls.name,
                     target=facts.get("target", ""),
                     owner=owner,
-                    owner_alive=owner.is_alive() if owner else None,
+                    owner_alive=owner_alive,
                     running=bool(facts.get("url")),
                     created_at=float(facts.get("created_at") or 0.0),
                     address=f"{namespace}/{name} {facts.get('url', '')}".strip(),
