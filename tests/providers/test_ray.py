@@ -77,12 +77,13 @@ def test_ps_lists_nothing_without_a_named_cluster(monkeypatch: pytest.MonkeyPatc
     from openenv.providers.ray import RayProvider
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    if HAS_RAY:
-        import ray
-
-        if ray.is_initialized():
-            pytest.skip("this process already joined a Ray cluster")
+    # Not imported here: Ray reads its token settings once, when first imported (the cluster
+    # fixture sets them first).
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        pytest.skip("this process already joined a Ray cluster")
     assert RayProvider.resources() == []
+    assert "ray" not in sys.modules or ray is not None  # listing nothing imported nothing
 
 
 # -- the two-node cluster --------------------------------------------------------------------
@@ -149,6 +150,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     saved = {k: os.environ.get(k) for k in ("RAY_ADDRESS", *RAY_AUTH_VARIABLES)}
     os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    assert "ray" not in sys.modules, "ray was imported before its token settings were made"
     import ray
 
     # Ray's socket paths must stay under 107 bytes: a short folder of our own.
