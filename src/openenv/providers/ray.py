@@ -98,19 +98,26 @@ class EnvServerActor:
         self.thread.start()
 
     def _capture_logs(self) -> None:
-        """Keep the server's last log lines for `log_tail` (Ray keeps the rest in its logs)."""
-        log = self.log
+        """Keep the server's last log lines for `log_tail` (Ray keeps the rest in its logs).
+        Idempotent: uvicorn replaces its loggers' handlers when it configures logging, so this
+        runs again on every `describe` (the first comes right after the server starts)."""
+        handler = getattr(self, "_log_handler", None)
+        if handler is None:
+            log = self.log
 
-        class Keep(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                log.append(self.format(record))
+            class Keep(logging.Handler):
+                def emit(self, record: logging.LogRecord) -> None:
+                    log.append(self.format(record))
 
-        handler = Keep()
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        for name in ("uvicorn", "uvicorn.error", "openenv"):
-            logging.getLogger(name).addHandler(handler)
+            handler = self._log_handler = Keep()
+            handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        for name in ("uvicorn", "openenv"):  # uvicorn.error propagates to uvicorn
+            logger = logging.getLogger(name)
+            if handler not in logger.handlers:
+                logger.addHandler(handler)
 
     def describe(self) -> dict[str, Any]:
+        self._capture_logs()
         return {
             "id": self.config["id"],
             "target": self.config["target"],
