@@ -29,7 +29,13 @@ import pytest
 from echo_env import CallToolAction, EchoEnv
 from openenv.core.errors import is_infrastructure_error
 from openenv.core.generic_client import GenericEnvClient
-from openenv.providers import PROVIDERS, ProviderUnavailableError, SpecError, get_provider
+from openenv.providers import (
+    PROVIDERS,
+    EnvironmentStartError,
+    ProviderUnavailableError,
+    SpecError,
+    get_provider,
+)
 from openenv.providers.ownership import Owner, process_alive
 from openenv.providers.records import session_members
 from tests.providers.leaks import ECHO_STEP, end_trainer, leftovers, run_gc, start_trainer
@@ -261,6 +267,11 @@ def test_episodes_on_both_nodes(cluster: Cluster) -> None:
             import ray
 
             assert ray.util.placement_group_table()[group]["state"] == "REMOVED"
+
+            # A start no node can take fails in its timeout and leaves no actor behind.
+            with pytest.raises(EnvironmentStartError, match="resources"):
+                await RayProvider(resources={"no_such_node": 1}).start("echo", ready_timeout_s=3)
+            assert isinstance(await on_a.log_tail(env_a), str)
         assert not mine()
 
     asyncio.run(main())
