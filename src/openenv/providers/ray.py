@@ -30,6 +30,7 @@ import importlib.util
 import logging
 import os
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import asdict
@@ -69,8 +70,6 @@ class EnvServerActor:
 
     def __init__(self, config: dict[str, Any]) -> None:
         import secrets
-        import sys
-        import threading
 
         import ray
 
@@ -136,6 +135,7 @@ class EnvServerActor:
 
 
 _actor_cls: Any = None
+_connect_lock = threading.Lock()
 
 
 def _ray() -> Any:
@@ -150,9 +150,10 @@ def _ray() -> Any:
 
 def _actor_class() -> Any:
     global _actor_cls
-    if _actor_cls is None:
-        _actor_cls = _ray().remote(EnvServerActor)
-    return _actor_cls
+    with _connect_lock:
+        if _actor_cls is None:
+            _actor_cls = _ray().remote(EnvServerActor)
+        return _actor_cls
 
 
 async def _call(ref: Any, timeout_s: float = CALL_TIMEOUT_S) -> Any:
@@ -227,15 +228,16 @@ class RayProvider(Provider):
     def connect(self) -> Any:
         """Join the cluster (blocking); the `ray` module, initialised."""
         ray = _ray()
-        if not ray.is_initialized():
-            ray.init(
-                address=self.address or os.environ.get("RAY_ADDRESS") or None,
-                namespace=self.namespace,
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
-                ignore_reinit_error=True,
-            )
+        with _connect_lock:  # concurrent starts (a fleet's) must not race into ray.init
+            if not ray.is_initialized():
+                ray.init(
+                    address=self.address or os.environ.get("RAY_ADDRESS") or None,
+                    namespace=self.namespace,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                    ignore_reinit_error=True,
+                )
         return ray
 
     # -- start, stop, watch -----------------------------------------------------------------
