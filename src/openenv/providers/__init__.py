@@ -1,7 +1,7 @@
 """Providers start environments for a trainer, isolate them and clean them up.
 
     from openenv.providers import get_provider
-    provider = get_provider("local")            # or "sandbox", "uv", "docker", "swarm"
+    provider = get_provider("local")            # or "sandbox", "uv", "docker", "swarm", "ray"
     env = await provider.start("echo")
     ...
     await provider.stop(env)
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .docker import DockerProvider
     from .kubernetes import KubernetesProvider
     from .local import LocalProcessProvider
+    from .ray import RayProvider
     from .sandbox import SandboxProvider
     from .swarm import DockerSwarmProvider
     from .uv import UVProvider
@@ -45,6 +46,7 @@ PROVIDERS: dict[str, str] = {
     "swarm": "openenv.providers.swarm:DockerSwarmProvider",
     "kubernetes": "openenv.providers.kubernetes:KubernetesProvider",
     "daytona": "openenv.providers.daytona:DaytonaProvider",
+    "ray": "openenv.providers.ray:RayProvider",
 }
 
 DEFAULT_PROVIDER = "local"
@@ -57,6 +59,7 @@ _LAZY = {
     "DockerSwarmProvider": "swarm",
     "KubernetesProvider": "kubernetes",
     "DaytonaProvider": "daytona",
+    "RayProvider": "ray",
 }
 
 
@@ -100,6 +103,7 @@ __all__ = [
     "Provider",
     "ProviderError",
     "ProviderUnavailableError",
+    "RayProvider",
     "Resource",
     "ResourceLimits",
     "SandboxProvider",
