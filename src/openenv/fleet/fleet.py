@@ -78,6 +78,24 @@ class FleetStats:
     load: tuple[int, ...]
 
 
+class _ServerWatch:
+    """Stands in as a session's provider: the client can tell a dead server from a network
+    blip, while stopping the server stays the fleet's job (closing a session stops nothing)."""
+
+    def __init__(self, fleet: EnvFleet, server: FleetServer) -> None:
+        self._fleet = fleet
+        self._server = server
+
+    async def is_running(self, env: StartedEnv) -> bool:
+        return self._server.alive and await self._fleet._server_alive(self._server)
+
+    async def log_tail(self, env: StartedEnv, lines: int = 40) -> str:
+        return await self._fleet.provider.log_tail(env, lines)
+
+    async def stop(self, env: StartedEnv) -> None:
+        return None
+
+
 class EnvFleet:
     """Servers of one environment on one provider, and sessions placed across them.
 
@@ -268,6 +286,10 @@ class EnvFleet:
             server = self._least_loaded()
         server.reserved += 1
         client = self.client_class(**server.env.client_kwargs(), **self.client_kwargs)
+        # The client's own dead-environment check (no reconnect storm against a dead server,
+        # `EnvironmentDiedError` instead of a bare connection error) asks the fleet.
+        client._provider = _ServerWatch(self, server)
+        client._started_env = server.env
         try:
             await client._connect_async()
         except BaseException as exc:
