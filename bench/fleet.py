@@ -41,10 +41,12 @@ from openenv.core.generic_client import GenericEnvClient
 from openenv.fleet import EnvFleet
 from openenv.providers import StartedEnv
 
+#: A thousand handshakes at once on two loaded cores take longer than the default 10 s.
+CLIENT_OPTIONS: dict[str, Any] = {"connect_timeout_s": 120.0, "message_timeout_s": 300.0}
 ECHO_STEP = {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "hi"}}
 
 #: OpenEnv's scaling tutorial (SLURM, two nodes / 96 cores behind Envoy): its largest batch.
-OPENENV_TUTORIAL = {
+OPENENV_TUTORIAL: dict[str, Any] = {
     "sessions": 16_384,
     "connect_p50_s": 17.5,
     "setup": "SLURM multi-node, 96 cores, Envoy in front",
@@ -71,9 +73,19 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def timed(coro: Any) -> tuple[float, Any]:
+    """(seconds, result), or (seconds, the exception): a failed connect is counted, not fatal."""
     started = time.perf_counter()
-    result = await coro
+    try:
+        result = await coro
+    except Exception as exc:
+        result = exc
     return time.perf_counter() - started, result
+
+
+def connected_only(attempts: list[tuple[float, Any]]) -> tuple[list[float], list[Any], int]:
+    """Latencies and clients of the connects that worked, and how many failed."""
+    good = [(seconds, c) for seconds, c in attempts if not isinstance(c, BaseException)]
+    return [s for s, _ in good], [c for _, c in good], len(attempts) - len(good)
 
 
 async def run_fleet(fleet: EnvFleet, sessions: int, steps: int) -> Row:
@@ -82,27 +94,36 @@ async def run_fleet(fleet: EnvFleet, sessions: int, steps: int) -> Row:
     connect_all = time.perf_counter() - connect_started
     from openenv.fleet.vector import VectorEnv
 
-    vec = VectorEnv(fleet, [client for _, client in acquired], autoreset=False)
-    errors = sum(not ok for ok in (await vec.reset()).ok)
+    latencies, clients, errors = connected_only(acquired)
+    vec = VectorEnv(fleet, clients, autoreset=False)
+    errors += sum(not ok for ok in (await vec.reset()).ok)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for _ in range(steps):
-        errors += sum(not ok for ok in (await vec.step([ECHO_STEP] * sessions)).ok)
+        errors += sum(not ok for ok in (await vec.step([ECHO_STEP] * len(clients))).ok)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     await vec.close()
-    latencies = [seconds for seconds, _ in acquired]
-    return row(
-        "fleet", sessions, len(fleet.servers()), latencies, connect_all, steps, wall, cpu, errors
+    return report_row(
+        "fleet",
+        len(clients),
+        len(fleet.servers()),
+        latencies,
+        connect_all,
+        steps,
+        wall,
+        cpu,
+        errors,
     )
 
 
 async def run_direct(name: str, servers: list[StartedEnv], sessions: int, steps: int) -> Row:
     clients = [
-        GenericEnvClient(**servers[i % len(servers)].client_kwargs()) for i in range(sessions)
+        GenericEnvClient(**servers[i % len(servers)].client_kwargs(), **CLIENT_OPTIONS)
+        for i in range(sessions)
     ]
     connect_started = time.perf_counter()
-    connected = await asyncio.gather(*(timed(c._connect_async()) for c in clients))
+    attempts = await asyncio.gather(*(timed(c._connect_async()) for c in clients))
     connect_all = time.perf_counter() - connect_started
-    errors = 0
+    latencies, clients, errors = connected_only(attempts)
 
     async def gather_ok(calls: list[Any]) -> int:
         results = await asyncio.gather(*calls, return_exceptions=True)
@@ -114,11 +135,12 @@ async def run_direct(name: str, servers: list[StartedEnv], sessions: int, steps:
         errors += await gather_ok([c._step_async(ECHO_STEP) for c in clients])
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     await asyncio.gather(*(c._close_async() for c in clients), return_exceptions=True)
-    latencies = [seconds for seconds, _ in connected]
-    return row(name, sessions, len(servers), latencies, connect_all, steps, wall, cpu, errors)
+    return report_row(
+        name, len(clients), len(servers), latencies, connect_all, steps, wall, cpu, errors
+    )
 
 
-def row(
+def report_row(
     name: str,
     sessions: int,
     servers: int,
@@ -130,7 +152,7 @@ def row(
     errors: int,
 ) -> Row:
     total = sessions * steps
-    return Row(
+    done = Row(
         name=name,
         sessions=sessions,
         servers=servers,
@@ -142,6 +164,8 @@ def row(
         trainer_cpu_us_per_step=cpu / total * 1e6 if total else 0.0,
         errors=errors,
     )
+    print(json.dumps(asdict(done)), flush=True)  # kept even if a later row fails
+    return done
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -154,6 +178,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         sessions_per_server=per_server,
         max_creates_per_s=args.max_creates_per_s,
         acquire_timeout_s=300,
+        client_kwargs=CLIENT_OPTIONS,
     ) as fleet:
         warm_pool_s = time.perf_counter() - started
         servers = fleet.servers()

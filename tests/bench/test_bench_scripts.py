@@ -87,3 +87,15 @@ def test_soak_quick_run_finds_no_problem_and_prints_its_figures(tmp_path: Path) 
     assert data["problems"] == [] and len(data["cycles"]) == 2
     for cycle in data["cycles"]:
         assert cycle["steps"] > 0 and cycle["server"]["sessions"] == 0, cycle
+
+
+@pytest.mark.slow  # starts two echo servers and a few dozen sessions
+def test_fleet_bench_prints_every_row(tmp_path: Path) -> None:
+    report = tmp_path / "fleet.json"
+    out = _run(
+        "fleet.py", "--sessions", "12", "--servers", "2", "--steps", "2", "--json", str(report)
+    )
+    assert "OpenEnv tutorial" in out and "fleet / direct" in out
+    rows = {row["name"]: row for row in json.loads(report.read_text())["rows"]}
+    assert set(rows) == {"fleet", "direct, same servers", "direct, one server"}
+    assert all(row["errors"] == 0 and row["steps"] == 24 for row in rows.values())

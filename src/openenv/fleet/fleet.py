@@ -160,6 +160,7 @@ class EnvFleet:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._monitor: Optional[asyncio.Task[None]] = None
         self._started = False
+        self._start_lock: Optional[asyncio.Lock] = None
         self._closed = False
         self.servers_started = 0
         self.servers_lost = 0
@@ -188,11 +189,17 @@ class EnvFleet:
 
     async def start(self) -> Self:
         """Start the warm pool; returns once every server answers `/health`."""
-        if self._closed:
-            raise FleetError("this fleet is closed")
+        self._check_open()
         if self._started:
             return self
-        self._started = True
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:  # concurrent first acquires wait for the one start
+            if not self._started:
+                await self._start_pool()
+        return self
+
+    async def _start_pool(self) -> None:
         self._changed = asyncio.Event()
         provider = self.provider
         self._limiter = CreationRateLimiter(
@@ -212,7 +219,7 @@ class EnvFleet:
             raise
         if self.health_interval_s:
             self._monitor = asyncio.get_running_loop().create_task(self._watch())
-        return self
+        self._started = True
 
     async def close(self) -> None:
         """Close every session and stop every server the fleet started; safe to call twice."""
@@ -333,15 +340,19 @@ class EnvFleet:
     async def session_error(self, client: AnyClient, exc: BaseException) -> BaseException:
         """What a failed call on `client` means: `ServerLostError` when its server died
         (checked now, not at the next health round), else `exc` itself."""
-        if client in self._lost:
-            return self._lost[client]
         server = self._placement.get(client)
-        if server is None or not is_infrastructure_error(exc):
-            return exc
-        if not await self._server_alive(server):
+        if client not in self._lost:
+            if server is None or not is_infrastructure_error(exc):
+                return exc
+            if await self._server_alive(server):
+                return exc
             self._lose_server(server)
-            return self._lost.get(client, exc)
-        return exc
+        lost = self._lost.get(client)
+        if lost is None:
+            return exc
+        if lost.__cause__ is None:
+            lost.__cause__ = exc
+        return lost
 
     def is_lost(self, client: AnyClient) -> bool:
         """True when the server holding this session died: the session cannot continue."""
@@ -465,15 +476,21 @@ class EnvFleet:
         assert self.health_interval_s
         while not self._closed:
             await asyncio.sleep(self.health_interval_s)
-            for server in list(self._servers):
-                if not await self._server_alive(server):
-                    self._lose_server(server)
-                    continue
-                status = await self.provider._probe(server.env)
-                # 503 is a draining server: alive, only closed to new sessions.
-                server.failed_probes = 0 if status in (200, 503) else server.failed_probes + 1
-                if server.failed_probes >= self.unhealthy_after:
-                    self._lose_server(server)
+            try:
+                await self._health_round()
+            except Exception as exc:  # one odd round must not end the watch
+                logger.warning("fleet: health round failed: %s", exc)
+
+    async def _health_round(self) -> None:
+        for server in list(self._servers):
+            if not await self._server_alive(server):
+                self._lose_server(server)
+                continue
+            status = await self.provider._probe(server.env)
+            # 503 is a draining server: alive, only closed to new sessions.
+            server.failed_probes = 0 if status in (200, 503) else server.failed_probes + 1
+            if server.failed_probes >= self.unhealthy_after:
+                self._lose_server(server)
 
     def _lose_server(self, server: FleetServer) -> None:
         """Take a dead server out: its sessions' episodes fail as infrastructure, what is
@@ -491,10 +508,12 @@ class EnvFleet:
         self._wake()
 
     async def _retire(self, server: FleetServer) -> None:
-        env = self._envs.pop(server.env.id, None)
+        env = self._envs.get(server.env.id)
         if env is not None:
             with contextlib.suppress(Exception):
                 await self.provider.stop(env)
+            # Forgotten only once stopped: a close() that cancels this stops it again.
+            self._envs.pop(env.id, None)
         if not self._closed and len(self._servers) + self._starting < self.target_servers:
             await self._add_server()
 
