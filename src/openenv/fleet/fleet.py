@@ -20,6 +20,7 @@ import contextlib
 import logging
 import math
 import os
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
@@ -53,7 +54,8 @@ class FleetServer:
     #: Slots promised to sessions that are still connecting.
     reserved: int = 0
     alive: bool = True
-    failed_probes: int = 0
+    #: When `/health` started failing (None: it answers). Such a server gets no new sessions.
+    unhealthy_since: Optional[float] = None
 
     @property
     def load(self) -> int:
@@ -123,7 +125,7 @@ class EnvFleet:
         max_creates_per_s: Optional[float] = None,
         acquire_timeout_s: float = 60.0,
         health_interval_s: Optional[float] = 1.0,
-        unhealthy_after: int = 3,
+        unhealthy_after_s: float = 30.0,
         client_kwargs: Optional[dict[str, Any]] = None,
         **spec_fields: Any,
     ) -> None:
@@ -139,7 +141,7 @@ class EnvFleet:
         self.max_creates_per_s = max_creates_per_s
         self.acquire_timeout_s = acquire_timeout_s
         self.health_interval_s = health_interval_s
-        self.unhealthy_after = unhealthy_after
+        self.unhealthy_after_s = unhealthy_after_s
         self.client_kwargs = dict(client_kwargs or {})
         self._wanted_servers = servers
         self._wanted_sessions = sessions
@@ -387,7 +389,9 @@ class EnvFleet:
 
     def _least_loaded(self) -> Optional[FleetServer]:
         """The live server with a free slot whose share of its capacity in use is lowest."""
-        candidates = [s for s in self._servers if s.alive and s.free > 0]
+        candidates = [
+            s for s in self._servers if s.alive and s.unhealthy_since is None and s.free > 0
+        ]
         if not candidates:
             return None
         return min(candidates, key=lambda s: (s.load / s.capacity, s.load))
@@ -471,8 +475,10 @@ class EnvFleet:
             return False
 
     async def _watch(self) -> None:
-        """Health rounds: a server that is gone, or fails `unhealthy_after` probes in a row,
-        is replaced."""
+        """Health rounds. A server its provider reports gone is replaced at once. One whose
+        `/health` does not answer gets no new sessions, and is replaced only after
+        `unhealthy_after_s` of silence: a server swamped by a thousand handshakes is slow,
+        not dead, and killing it would lose every episode on it."""
         assert self.health_interval_s
         while not self._closed:
             await asyncio.sleep(self.health_interval_s)
@@ -487,9 +493,14 @@ class EnvFleet:
                 self._lose_server(server)
                 continue
             status = await self.provider._probe(server.env)
-            # 503 is a draining server: alive, only closed to new sessions.
-            server.failed_probes = 0 if status in (200, 503) else server.failed_probes + 1
-            if server.failed_probes >= self.unhealthy_after:
+            now = time.monotonic()
+            if status == 200:
+                if server.unhealthy_since is not None:
+                    server.unhealthy_since = None
+                    self._wake()
+            elif server.unhealthy_since is None:
+                server.unhealthy_since = now  # 503 too: a draining server takes no new sessions
+            elif now - server.unhealthy_since >= self.unhealthy_after_s and status != 503:
                 self._lose_server(server)
 
     def _lose_server(self, server: FleetServer) -> None:
