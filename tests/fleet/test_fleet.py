@@ -262,3 +262,27 @@ async def test_close_stops_every_server_and_session(state_dir: Path) -> None:
     assert not ids & {record.id for record in local_records()}
     with pytest.raises(Exception, match="closed"):
         await fleet.acquire()
+
+
+@pytest.mark.slow  # probes of a frozen server wait out their timeout
+async def test_a_silent_server_is_replaced_after_its_grace(
+    state_dir: Path,
+) -> None:
+    async with EnvFleet(
+        ECHO, servers=2, sessions_per_server=4, health_interval_s=0.2, unhealthy_after_s=1.0
+    ) as fleet:
+        frozen = fleet.servers()[0]
+        os.kill(frozen.info["pid"], signal.SIGSTOP)  # alive to its provider, silent on /health
+        try:
+            for _ in range(600):
+                if fleet.stats().servers_lost == 1 and fleet.stats().servers == 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert fleet.stats().servers_lost == 1
+            assert frozen.id not in {env.id for env in fleet.servers()}
+            async with fleet.session() as env:
+                assert fleet.server_of(env) != frozen
+                await env.reset()
+        finally:
+            if process_alive(frozen.info["pid"], None):
+                os.kill(frozen.info["pid"], signal.SIGKILL)

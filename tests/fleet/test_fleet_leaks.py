@@ -39,9 +39,7 @@ asyncio.run(main())
 def owned_by(pid: int, state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("OPENENV_STATE_DIR", str(state_dir))
     return [
-        r.id
-        for r in LocalProcessProvider.resources()
-        if r.owner is not None and r.owner.pid == pid
+        r.id for r in LocalProcessProvider.resources() if r.owner is not None and r.owner.pid == pid
     ]
 
 

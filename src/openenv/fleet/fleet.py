@@ -311,6 +311,8 @@ class EnvFleet:
         server.reserved -= 1
         server.sessions.add(client)
         self._placement[client] = server
+        if not server.alive:  # lost while this session connected
+            self._lost[client] = self._lost_error(server, len(server.sessions))
         return client
 
     async def release(self, client: AnyClient) -> None:
