@@ -156,6 +156,22 @@ def test_a_full_fleet_makes_acquire_wait_then_raise(fleet: SyncEnvFleet) -> None
             fleet.release(session)
 
 
+async def test_the_pool_is_sized_by_sessions_and_grows_up_to_max_servers(
+    state_dir: Path,
+) -> None:
+    async with EnvFleet(ECHO, sessions=5, sessions_per_server=2) as fleet:
+        assert fleet.stats().servers == 3 and fleet.stats().capacity == 6
+    async with EnvFleet(ECHO, servers=1, sessions_per_server=2, max_servers=2) as fleet:
+        sessions = [await fleet.acquire() for _ in range(2)]
+        assert fleet.stats().servers == 1
+        sessions.append(await fleet.acquire(timeout_s=60))  # waits for a second server
+        assert fleet.stats().servers == 2 and fleet.stats().load == (2, 1)
+        sessions.append(await fleet.acquire(timeout_s=60))
+        with pytest.raises(FleetFullError):
+            await fleet.acquire(timeout_s=0.1)  # no third server: max_servers=2
+        assert fleet.stats().servers_started == 2
+
+
 def test_a_session_is_an_ordinary_client(fleet: SyncEnvFleet) -> None:
     with fleet.session() as env:
         env.reset()

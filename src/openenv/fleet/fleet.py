@@ -405,7 +405,8 @@ class EnvFleet:
             and len(self._servers) + self._starting < self.max_servers
             and self._starting * self._capacity_hint < self._waiting
         ):
-            self._spawn(self._add_server())
+            self._starting += 1  # now: the loop's condition must see this start
+            self._spawn(self._add_server(counted=True))
 
     def _full_message(self, wait_s: float) -> str:
         stats = self.stats()
@@ -418,8 +419,11 @@ class EnvFleet:
 
     # -- servers -----------------------------------------------------------------------------
 
-    async def _add_server(self) -> FleetServer:
-        self._starting += 1
+    async def _add_server(self, *, counted: bool = False) -> FleetServer:
+        """Start one server through the rate limit; `counted`: the caller already counted it
+        in `_starting`."""
+        if not counted:
+            self._starting += 1
         try:
             assert self._limiter is not None
             await self._limiter.wait_turn()
