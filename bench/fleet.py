@@ -256,20 +256,19 @@ def report(result: dict[str, Any], console: Console) -> None:
     )
     console.print(table)
     console.print(f"* OpenEnv's published scaling figure ({tutorial['setup']}), not measured here")
-    ratios = []
-    for key, label in (
-        ("trainer_cpu_us_per_step", "trainer CPU per step"),
-        ("steps_per_s", "steps/s"),
-        ("connect_p50_ms", "connect p50"),
-    ):
-        fleet = median_of(result["rows"], "fleet", key)
-        direct = median_of(result["rows"], "direct, same servers", key)
-        if fleet and direct:
-            ratios.append(f"{label} x{fleet / direct:.2f}")
-    if ratios:
-        console.print(
-            "fleet / direct on the same servers (medians over repeats): " + ", ".join(ratios)
-        )
+    for baseline in ("direct, same servers", "direct, one server"):
+        ratios = []
+        for key, label in (
+            ("trainer_cpu_us_per_step", "trainer CPU per step"),
+            ("steps_per_s", "steps/s"),
+            ("connect_p50_ms", "connect p50"),
+        ):
+            fleet = median_of(result["rows"], "fleet", key)
+            direct = median_of(result["rows"], baseline, key)
+            if fleet and direct:
+                ratios.append(f"{label} x{fleet / direct:.2f}")
+        if ratios:
+            console.print(f"fleet / {baseline} (medians over repeats): " + ", ".join(ratios))
 
 
 def parse(argv: Optional[list[str]] = None) -> argparse.Namespace:
