@@ -44,6 +44,7 @@ from rich.progress import (
 from rich.table import Table
 
 from openenv.core.rubrics.group import group_relative_advantages
+from openenv.fleet import EnvFleet
 from openspiel_env import OpenSpielAction, OpenSpielEnv
 
 HIT, STAND = 0, 1
@@ -234,9 +235,29 @@ class SessionPool:
 
 
 @contextlib.asynccontextmanager
-async def open_table(base_url: str | None, sessions: int) -> AsyncIterator[SessionPool]:
-    """Sessions on `base_url`, or on a blackjack server started here (stopped on exit)."""
+async def open_table(
+    base_url: str | None,
+    sessions: int,
+    fleet_servers: int | None = None,
+    provider: str | None = None,
+) -> AsyncIterator[SessionPool]:
+    """Sessions on `base_url`, on a blackjack server started here, or spread over a fleet of
+    `fleet_servers` servers (`--fleet`; `--provider` picks where they run). Stopped on exit."""
     async with contextlib.AsyncExitStack() as stack:
+        if fleet_servers is not None:
+            fleet = await stack.enter_async_context(
+                EnvFleet(
+                    "openspiel_env",
+                    client=OpenSpielEnv,
+                    servers=fleet_servers,
+                    provider=provider,
+                    env_vars={"OPENSPIEL_GAME": "blackjack"},
+                )
+            )
+            clients = await asyncio.gather(*(fleet.acquire() for _ in range(sessions)))
+            console.print(f"a fleet of {len(fleet.servers())} OpenSpiel servers")
+            yield SessionPool(list(clients))  # type: ignore[arg-type]
+            return
         if base_url is None:
             owner = await stack.enter_async_context(
                 OpenSpielEnv.from_env("openspiel_env", env_vars={"OPENSPIEL_GAME": "blackjack"})
@@ -437,6 +458,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("train_blackjack.png"), help="PNG path")
     parser.add_argument("--summary", type=Path, default=None, help="write the figures as JSON")
     parser.add_argument("--base-url", default=None, help="a running OpenSpiel environment")
+    parser.add_argument(
+        "--fleet", type=int, default=None, metavar="SERVERS", help="spread sessions over a fleet"
+    )
+    parser.add_argument("--provider", default=None, help="where --fleet runs its servers")
     parser.add_argument("--groups", type=int, default=32, help="deals (seeds) per step")
     parser.add_argument("--group-size", type=int, default=8, help="hands per deal")
     parser.add_argument("--lr", type=float, default=0.1, help="Adam step size")
@@ -458,7 +483,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    async with open_table(args.base_url, args.sessions) as table:
+    if args.fleet is not None and args.base_url is not None:
+        raise SystemExit("--fleet starts its own servers: drop --base-url")
+    async with open_table(args.base_url, args.sessions, args.fleet, args.provider) as table:
         console.print(
             f"{len(table.clients)} sessions; {args.groups} deals x {args.group_size} hands a step"
         )

@@ -103,3 +103,15 @@ def test_metrics_overhead_bench_compares_off_and_on(tmp_path: Path) -> None:
     assert variants["off"]["throughput_ratio"] == 1.0
     assert variants["on"]["steps_counted_by_metrics"] > 0  # the `on` server really counted
     assert variants["off-again"]["steps_counted_by_metrics"] is None
+
+
+@pytest.mark.slow  # starts two echo servers and a few dozen sessions
+def test_fleet_bench_prints_every_row(tmp_path: Path) -> None:
+    report = tmp_path / "fleet.json"
+    out = _run(
+        "fleet.py", "--sessions", "12", "--servers", "2", "--steps", "2", "--json", str(report)
+    )
+    assert "OpenEnv tutorial" in out and "fleet / direct" in out
+    rows = {row["name"]: row for row in json.loads(report.read_text())["rows"]}
+    assert set(rows) == {"fleet", "direct, same servers", "direct, one server"}
+    assert all(row["errors"] == 0 and row["steps"] == 24 for row in rows.values())

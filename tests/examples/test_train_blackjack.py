@@ -73,3 +73,19 @@ def test_a_short_run_learns_against_the_served_environment(tmp_path: Path) -> No
     assert hits >= 20, {total: chart[f"hard {total}"] for total in (9, 10, 11)}
     # far above random play on the same 500 deals (it is around 28%, basic strategy 43%)
     assert scores["trained greedy"]["win_rate"] > scores["random"]["win_rate"] + 0.05
+
+
+@pytest.mark.slow
+def test_the_sessions_can_come_from_a_fleet(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the example draws with matplotlib (extra examples)")
+    summary = tmp_path / "summary.json"
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--fleet", "2", "--steps", "3", "--minutes", "5",
+         "--sessions", "4", "--groups", "4", "--group-size", "2", "--eval-hands", "20",
+         "--curve-hands", "10", "--curve-points", "1", "--out", str(tmp_path / "curve.png"),
+         "--summary", str(summary)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "a fleet of 2 OpenSpiel servers" in out.stdout
+    assert json.loads(summary.read_text())["hands_trained"] == 3 * 4 * 2

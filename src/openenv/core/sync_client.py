@@ -19,6 +19,23 @@ ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
 
 
+def start_loop_thread(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    """A new event loop running forever on a daemon thread, for blocking facades."""
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(started.set)
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    if not started.wait(5.0):
+        raise RuntimeError(f"The event loop thread {name} did not start")
+    return loop, thread
+
+
 class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     """Runs the wrapped client on a private event loop thread.
 
@@ -27,10 +44,17 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     The client used from sync code without this wrapper runs on the same thread.
     """
 
-    def __init__(self, async_client: EnvClient[ActT, ObsT, StateT]) -> None:
+    def __init__(
+        self,
+        async_client: EnvClient[ActT, ObsT, StateT],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        """`loop`: run on this running loop (e.g. a fleet's, which owns the connection) instead
+        of a private one; it is not stopped on close."""
         self._client = async_client
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = loop
         self._thread: threading.Thread | None = None
+        self._owns_loop = loop is None
         self._lock = threading.Lock()
 
     @property
@@ -40,19 +64,9 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None or not self._loop.is_running():
-                loop = asyncio.new_event_loop()
-                started = threading.Event()
-
-                def run() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(started.set)
-                    loop.run_forever()
-
-                thread = threading.Thread(target=run, name="openenv-sync-client-loop", daemon=True)
-                thread.start()
-                if not started.wait(5.0):
-                    raise RuntimeError("The sync client's event loop did not start")
-                self._loop, self._thread = loop, thread
+                if not self._owns_loop:
+                    raise RuntimeError("The event loop this sync client runs on has stopped")
+                self._loop, self._thread = start_loop_thread("openenv-sync-client-loop")
             return self._loop
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -65,6 +79,8 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def _stop_loop(self) -> None:
+        if not self._owns_loop:
+            return
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None

@@ -113,6 +113,9 @@ class Provider(ABC):
     #: What a spec's target names for this provider: "app" (an environment name, folder or
     #: import string) or "image" (container providers; names and folders map to their image).
     target_kind: ClassVar[str] = "app"
+    #: Environment creations per second the provider's service allows (cloud sandboxes cap
+    #: them); `EnvFleet` honours the lower of this and its own limit. None: no cap.
+    max_creates_per_s: ClassVar[Optional[float]] = None
 
     def __init__(self) -> None:
         self._started: dict[str, StartedEnv] = {}
