@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -35,6 +34,7 @@ from .harness_ws import HarnessSocket, builds_harness_environment
 from .http_errors import install_error_handlers, strict_json_routes
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
+from .runner import freeze_startup_objects
 from .security import AccessGuard
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import Session, SessionManager
@@ -206,8 +206,7 @@ class HTTPEnvServer:
         """
         # Everything imported so far lives as long as the process: keep it out of the garbage
         # collector's full passes, which otherwise stall every session under load.
-        gc.collect()
-        gc.freeze()
+        freeze_startup_objects()
         self.manager.ensure_reaper()
         drain = SigtermDrain(lambda: self.manager.drain(self.config.shutdown_grace_s))
         drain.install()
