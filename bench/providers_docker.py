@@ -26,7 +26,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 OUR_PYTHON = REPO / ".venv" / "bin" / "python"
@@ -64,12 +64,13 @@ def ensure_image(image: str) -> None:
 class Trainer:
     """A trainer process that starts the image once per line it reads (after a warm-up)."""
 
-    def __init__(self, python: str, impl: str, image: str) -> None:
+    def __init__(self, python: str, impl: str, image: str, step: Optional[str] = None) -> None:
         env = dict(os.environ, PYTHONPYCACHEPREFIX="/tmp/openenv-bench-pycache")
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.impl = impl
         self.proc = subprocess.Popen(
-            [python, str(TRAINER), "--impl", impl, "--image", image, "--paced"],
+            [python, str(TRAINER), "--impl", impl, "--image", image, "--paced"]
+            + (["--step", step] if step else []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -113,7 +114,9 @@ def fleet(python: str, impl: str, image: str, size: int) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def inside_starts(images: list[str], count: int) -> dict[str, list[dict[str, float]]]:
+def inside_starts(
+    images: list[str], count: int, step: Optional[str] = None
+) -> dict[str, list[dict[str, float]]]:
     """Start each image's own command `count` times inside a running container of it (hardened
     as our provider runs it), alternating the images: the server's part of a start."""
     commands = {}
@@ -131,6 +134,7 @@ def inside_starts(images: list[str], count: int) -> dict[str, list[dict[str, flo
             run = [
                 "docker", "run", "--rm", "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--user", "65534:65534",
+                *(["-e", f"BENCH_STEP={step}"] if step is not None else []),
                 "-v", f"{REPO / 'bench'}:/bench:ro", "--entrypoint", "python", image,
                 "/bench/_docker_server_start.py", *commands[image],
             ]  # fmt: skip
@@ -170,6 +174,12 @@ def main() -> None:
         default=0,
         help="also time the server's own start inside N containers of each image (no engine)",
     )
+    parser.add_argument(
+        "--step",
+        default=None,
+        help="the first step's action (JSON) for an image other than echo's, e.g. "
+        '\'{"answer": "4"}\' for math_env',
+    )
     parser.add_argument("--json", default=None, help="write every start's figures here")
     args = parser.parse_args()
     impls = args.impls.split(",")
@@ -182,7 +192,11 @@ def main() -> None:
     sides = [(impl, image) for image in images for impl in impls]
     # Every trainer stays up; their starts alternate one by one (the first side alternates
     # too), so load from other jobs on the machine hits every side alike.
-    trainers = {side: Trainer(pythons[side[0]], side[0], side[1]) for side in sides if args.starts}
+    trainers = {
+        side: Trainer(pythons[side[0]], side[0], side[1], args.step)
+        for side in sides
+        if args.starts
+    }
     records: dict[tuple[str, str], list[list[dict[str, float]]]] = {side: [] for side in sides}
     try:
         for round_ in range(args.rounds):
@@ -237,7 +251,7 @@ def main() -> None:
             if ("ours", image) in p50 and ("openenv", image) in p50:
                 ratio = p50[("openenv", image)] / p50[("ours", image)]
                 print(f"\n{image}: OpenEnv p50 / ours p50: {ratio:.2f}x")
-    inside = inside_starts(images, args.inside) if args.inside else {}
+    inside = inside_starts(images, args.inside, args.step) if args.inside else {}
     fleets = []
     for size in [int(n) for n in args.fleet.split(",") if n]:
         for impl, image in sides:
