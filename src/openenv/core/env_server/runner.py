@@ -111,6 +111,10 @@ def run_server(
         raise ValueError(
             "workers > 1 and reload need the app as an import string, e.g. 'pkg.app:app'"
         )
+    if (workers > 1 or reload) and _gc_deferred:
+        # This process only supervises: the servers run in interpreters of their own, each
+        # freezing its own start-up objects. Its collector (off after `defer_gc`) goes back on.
+        freeze_startup_objects()
     if workers > 1 and not reload:
         from .workers import serve_workers
 
