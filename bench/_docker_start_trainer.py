@@ -18,12 +18,9 @@ from typing import Optional
 from websockets.sync.client import connect
 
 RESET = json.dumps({"type": "reset", "data": {}})
-STEP = json.dumps(
-    {
-        "type": "step",
-        "data": {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "hi"}},
-    }
-)
+ECHO_ACTION = {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "hi"}}
+#: The first step's frame; `--step` sets another environment's action.
+ECHO_STEP = STEP = json.dumps({"type": "step", "data": ECHO_ACTION})
 
 
 def cpu_self() -> float:
@@ -80,7 +77,8 @@ def first_step(base_url: str) -> None:
         assert '"error"' not in str(reply)[:20], reply
         ws.send(STEP)
         reply = ws.recv()
-        assert '"hi"' in str(reply), reply
+        assert '"error"' not in str(reply)[:20], reply
+        assert STEP != ECHO_STEP or '"hi"' in str(reply), reply
 
 
 def one_start(impl: str, image: str, engine: list[int]) -> dict[str, object]:
@@ -193,7 +191,11 @@ def main() -> None:
         "--paced", action="store_true", help="one start per line read on stdin (after a warm-up)"
     )
     parser.add_argument("--fleet", type=int, default=0, help="start this many at once instead")
+    parser.add_argument("--step", default=None, help="the first step's action (JSON); echo's")
     args = parser.parse_args()
+    if args.step:
+        global STEP
+        STEP = json.dumps({"type": "step", "data": json.loads(args.step)})
     engine = engine_pids()
     if args.fleet:
         one_start(args.impl, args.image, engine)  # warm-up: imports and first-use costs

@@ -44,9 +44,10 @@ def test_the_template_command_is_one_the_environment_server_accepts(env_dir: Pat
     project = load_project(env_dir)
     cmd = next(line for line in template_for(env_dir).splitlines() if line.startswith("CMD "))
     argv = shlex.split(cmd[len("CMD ") :].strip("[]").replace(",", " "))
-    assert argv[:3] == ["python", "-m", f"{project.package}.server.app"]
+    boot = ["python", "-m", "openenv.core.env_server.boot"]
+    assert argv[:4] == [*boot, f"{project.package}.server.app"]
     assert f"{project.package}.server.app:main" in project.scripts.values()
-    args = server_parser(project.manifest.app).parse_args(argv[3:])
+    args = server_parser(project.manifest.app).parse_args(argv[4:])
     assert (args.host, args.port) == ("0.0.0.0", project.manifest.port)
 
 
@@ -75,7 +76,7 @@ def test_a_space_gets_the_template_edited_for_the_hub(tmp_path: Path) -> None:
     project = load_project(REPO / "envs" / "snake_env")
     staged = stage_space(project, tmp_path / "space", build_wheels=no_wheels)
     text = (staged.root / "Dockerfile").read_text()
-    assert 'CMD ["python", "-m", "snake_env.server.app", "--host", "0.0.0.0"' in text
+    assert '"openenv.core.env_server.boot", "snake_env.server.app", "--host", "0.0.0.0"' in text
     assert "--find-links /tmp/wheels /tmp/wheels/*.whl" in text
     assert not any("Dockerfile" in note for note in staged.notes), staged.notes
 
@@ -86,8 +87,11 @@ def test_template_runs_the_server_as_pid_1_as_a_user_with_a_healthcheck() -> Non
     final_stage = lines[max(i for i, line in enumerate(lines) if line.startswith("FROM ")) :]
     assert any(line.startswith("USER openenv") for line in final_stage)
     assert lines[-1] == (
-        'CMD ["python", "-m", "x_env.server.app", "--host", "0.0.0.0", "--port", "8123"]'
+        'CMD ["python", "-m", "openenv.core.env_server.boot", "x_env.server.app", '
+        '"--host", "0.0.0.0", "--port", "8123"]'
     )
+    # Bytecode compiled at install: the provider runs the image with a read-only root.
+    assert "pip install --no-cache-dir --disable-pip-version-check --compile" in text
     assert "HEALTHCHECK" in text and "127.0.0.1:8123/health" in text
     assert "EXPOSE 8123" in final_stage
     # One venv: the final stage copies the builder's and installs nothing itself.

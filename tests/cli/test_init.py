@@ -141,7 +141,7 @@ def test_generates_the_environment_folder(
     # server/Dockerfile, as in OpenEnv's layout: the template, installing the package's wheel.
     dockerfile = (generated / "server" / "Dockerfile").read_text()
     assert "--find-links /tmp/wheels openenv-my-game" in dockerfile
-    assert '"-m", "my_game.server.app"' in dockerfile
+    assert '"openenv.core.env_server.boot", "my_game.server.app"' in dockerfile
 
 
 def test_package_layout_keeps_the_package_in_its_own_folder(tmp_path: Path) -> None:

@@ -237,7 +237,7 @@ def test_build_context_installs_the_package_the_image_serves(
     use_template = layout_env.package == "my_env"  # OpenEnv's own Dockerfile downloads uv
     dockerfile = stage_context(project, context, OUR_PYTHON_VERSION, use_template=use_template)
     text = dockerfile.read_text()
-    assert f'"-m", "{layout_env.package}.server.app"' in text
+    assert f'"{layout_env.package}.server.app"' in text
     wheels = sorted((context / "wheels").glob("*.whl"))
     env_wheel = [w for w in wheels if w.name.startswith(project.dist_name.replace("-", "_"))]
     assert len(env_wheel) == 1, [w.name for w in wheels]

@@ -85,7 +85,26 @@ def test_the_server_is_pid_1_and_not_root(echo_container: Any) -> None:
     assert code == 0
     uid, cmdline = out.decode().strip().splitlines()
     assert uid != "0"
-    assert cmdline.split()[:3] == ["python", "-m", "echo_env.server.app"]
+    assert cmdline.split()[:4] == [
+        "python",
+        "-m",
+        "openenv.core.env_server.boot",
+        "echo_env.server.app",
+    ]
+
+
+def test_every_module_of_the_image_is_compiled(echo_container: Any) -> None:
+    """The root is read-only when the provider runs the image: a module without bytecode
+    would be compiled anew at every start."""
+    script = (
+        "import pathlib, importlib.util; "
+        "missing = [str(p) for p in pathlib.Path('/app/.venv/lib').rglob('*.py') "
+        "if not pathlib.Path(importlib.util.cache_from_source(str(p))).is_file()]; "
+        "print(len(missing), missing[:5])"
+    )
+    code, out = echo_container.exec_run(["python", "-c", script])
+    assert code == 0, out
+    assert out.decode().startswith("0 "), out.decode()
 
 
 def test_the_container_is_read_only_and_cannot_gain_privileges(echo_container: Any) -> None:

@@ -238,11 +238,16 @@ class Provider(ABC):
                     await self.log_tail(env),
                 )
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.25)
+            delay = min(delay * 2, self._max_probe_interval())
 
     async def log_tail(self, env: StartedEnv, lines: int = 40) -> str:
         """The last lines the environment printed, for error messages."""
         return ""
+
+    def _max_probe_interval(self) -> float:
+        """The longest wait between two `/health` probes while an environment starts (the
+        interval doubles from 5 ms up to this)."""
+        return 0.25
 
     # -- for subclasses --------------------------------------------------------------------
 

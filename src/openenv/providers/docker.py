@@ -54,8 +54,13 @@ _T = TypeVar("_T")
 #: mid-creation finishes and removes its container on this pool, whatever the loop does.
 _engine_threads = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="openenv-engine")
 PROBE_TIMEOUT_S = 2.0
+#: Longest wait between two health probes of a start, per start being waited for at once.
+PROBE_INTERVAL_PER_START_S = 0.02
 #: While an environment starts, how often the engine is asked whether it still runs.
 LIVENESS_INTERVAL_S = 1.0
+#: Every start any engine provider of this process is waiting for (they may run on several
+#: threads and event loops): the probe interval grows with their number.
+_starts_waited_for: set[str] = set()
 #: Ceilings applied when the spec leaves them unset.
 DEFAULT_LIMITS = ResourceLimits.model_validate({"pids": 1024})
 
@@ -179,10 +184,19 @@ class EngineProvider(Provider):
         starting at once were otherwise polled with ~20,000 listings (80 s of trainer CPU and
         60 s of engine CPU on the 2-core machine, slowing the very starts being waited for)."""
         self._waiting[env.id] = 0.0
+        _starts_waited_for.add(env.id)
         try:
             await super().wait_ready(env, timeout_s)
         finally:
             self._waiting.pop(env.id, None)
+            _starts_waited_for.discard(env.id)
+
+    def _max_probe_interval(self) -> float:
+        """20 ms per start this process waits for (by any provider), at most 250 ms: a lone
+        start is seen ready within ~20 ms (not up to 250 ms late), while a fleet starting at once
+        keeps the probe rate (each a connection through the engine's port proxy) near 50 per
+        second."""
+        return min(0.25, PROBE_INTERVAL_PER_START_S * max(1, len(_starts_waited_for)))
 
     async def _alive(self, env: StartedEnv) -> bool:
         last = self._waiting.get(env.id)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -37,6 +36,7 @@ from .http_errors import install_error_handlers, strict_json_routes
 from .interfaces import Environment, state_class_of
 from .mcp_endpoint import MCPEndpoint
 from .metrics import WORKER_SCOPE_HEADER, merge, peer_snapshots, render
+from .runner import freeze_startup_objects
 from .security import OPEN_PATHS, AccessGuard
 from .serialization import deserialize_action, dumps_observation, serialize_observation
 from .sessions import Session, SessionManager
@@ -214,8 +214,7 @@ class HTTPEnvServer:
         """
         # Everything imported so far lives as long as the process: keep it out of the garbage
         # collector's full passes, which otherwise stall every session under load.
-        gc.collect()
-        gc.freeze()
+        freeze_startup_objects()
         self.manager.ensure_reaper()
         drain = SigtermDrain(lambda: self.manager.drain(self.config.shutdown_grace_s))
         drain.install()

@@ -28,7 +28,6 @@ from ..protocol import (
     session_log_id,
 )
 from .flood import FrameBudget
-from .mcp_environment import ToolCallFailed, tool_result_mcp, tool_result_payload
 from .mcp_types import JsonRpcErrorCode, JsonRpcRequest, ToolErrorType, rpc_error, rpc_result
 from .sessions import Session
 
@@ -457,6 +456,9 @@ class MCPEndpoint:
     async def _call_tool(
         self, session: Session, name: str, arguments: dict[str, Any], standard: bool
     ) -> dict[str, Any]:
+        # Here, not at module level: only an MCP environment's server pays for fastmcp's import.
+        from .mcp_environment import ToolCallFailed, tool_result_mcp, tool_result_payload
+
         env = self._require_mcp(session)
         try:
             result = await env.call_tool_raw(name, arguments)

@@ -19,12 +19,13 @@ import functools
 import inspect
 import logging
 import secrets
+import sys
 import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from time import perf_counter
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, Union
 
 from ..errors import (
     CallTimeoutError,
@@ -44,11 +45,13 @@ from .connections import close_websocket_soon, wait_closing
 from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides
-from .mcp_environment import MCPEnvironment
 from .metrics import ServerMetrics, make_tracer
 from .rewards import reset_rubric, score_step
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
+
+if TYPE_CHECKING:
+    from .mcp_environment import MCPEnvironment
 
 logger = logging.getLogger("openenv.server")
 
@@ -434,7 +437,7 @@ class SessionManager:
                 f"{exception_message(exc)}",
                 factory_name=self.factory_name,
             ) from exc
-        if self.env_mode is not None and isinstance(env, MCPEnvironment):
+        if self.env_mode is not None and _is_mcp_environment(env):
             env.mode = self.env_mode
         if not self._safety_checked:
             self._safety_checked = True
@@ -1052,3 +1055,10 @@ def _uncancel(task: asyncio.Task[Any] | None) -> None:
     cancelling = getattr(task, "cancelling", None)
     if uncancel is not None and cancelling is not None and cancelling():
         uncancel()
+
+
+def _is_mcp_environment(env: object) -> TypeGuard[MCPEnvironment]:
+    """Whether `env` is an `MCPEnvironment`, without importing fastmcp for servers of plain
+    environments: if its module was never imported, no instance of it can exist."""
+    module = sys.modules.get(f"{__package__}.mcp_environment")
+    return module is not None and isinstance(env, module.MCPEnvironment)

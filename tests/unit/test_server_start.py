@@ -1,0 +1,89 @@
+"""What a server's start pays for: fastmcp only for MCP environments, no collector passes while
+it imports (`openenv.core.env_server.boot`, the command of the images `openenv build` makes)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+
+from openenv.core.env_server import runner
+from tests.support.server import PYCACHE_ENV, REPO, serve
+
+
+def run_python(args: list[str], cwd: Path = REPO) -> str:
+    env = {**os.environ, **PYCACHE_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(cwd), str(REPO), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_a_plain_environment_server_does_not_import_fastmcp() -> None:
+    script = (
+        "import sys, json; import math_env.server.app; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('fastmcp', 'mcp') or m.endswith('.mcp_environment'))))"
+    )
+    assert json.loads(run_python(["-c", script])) == []
+
+
+def test_an_mcp_environment_server_still_imports_it() -> None:
+    script = "import sys; import echo_env.server.app; print('fastmcp' in sys.modules)"
+    assert run_python(["-c", script]).strip() == "True"
+
+
+def test_boot_runs_the_module_as_python_m_does_with_the_collector_off(tmp_path: Path) -> None:
+    (tmp_path / "booted_pkg").mkdir()
+    (tmp_path / "booted_pkg" / "__init__.py").write_text("")
+    (tmp_path / "booted_pkg" / "app.py").write_text(
+        textwrap.dedent(
+            """
+            import gc, json, sys
+            from openenv.core.env_server import runner
+            seen = {"name": __name__, "argv": sys.argv[1:], "gc_on": gc.isenabled()}
+            runner.freeze_startup_objects()  # what the app's lifespan does as it starts
+            seen.update(gc_on_serving=gc.isenabled(), frozen=gc.get_freeze_count() > 0)
+            print(json.dumps(seen))
+            """
+        )
+    )
+    out = run_python(
+        ["-m", "openenv.core.env_server.boot", "booted_pkg.app", "--port", "8123"], cwd=tmp_path
+    )
+    assert json.loads(out) == {
+        "name": "__main__",
+        "argv": ["--port", "8123"],
+        "gc_on": False,
+        "gc_on_serving": True,
+        "frozen": True,
+    }
+
+
+def test_boot_without_a_module_says_how_to_use_it() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "openenv.core.env_server.boot"], capture_output=True, text=True
+    )
+    assert out.returncode != 0 and "usage: python -m openenv.core.env_server.boot" in out.stderr
+
+
+def test_a_server_turns_the_deferred_collector_back_on_as_it_starts() -> None:
+    runner.defer_gc()
+    try:
+        assert not gc.isenabled()
+        with serve("math_env.server.app:app", in_process=True) as server:
+            assert httpx.get(server.url + "/health", timeout=30).status_code == 200
+            assert gc.isenabled()
+            assert gc.get_freeze_count() > 0
+    finally:
+        runner._gc_deferred = False
+        gc.enable()
+        gc.unfreeze()
