@@ -115,7 +115,11 @@ def shipped_reports() -> dict[str, CheckReport]:
     folder, so start-up dominates); the console script runs the same function."""
 
     def run(name: str) -> CheckReport:  # Atari frames are heavy: fewer steps
-        return validate_local_environment(ENVS / name, steps=3 if name == "atari_env" else 10)
+        # Four servers at once on a loaded machine: a request (a Jupyter kernel's start) can
+        # take longer than the command's 5 s default.
+        return validate_local_environment(
+            ENVS / name, steps=3 if name == "atari_env" else 10, timeout_s=30.0
+        )
 
     with ThreadPoolExecutor(4) as pool:
         return dict(zip(SHIPPED, pool.map(run, SHIPPED), strict=True))
