@@ -566,3 +566,20 @@ def test_environment_factory_over_a_fleet_recovers_from_a_killed_server(
     env.act(answer="many")  # type: ignore[attr-defined]
     assert env.get_reward() == 0.0 and env.steps == 1
     assert math_fleet.stats().sessions == 1
+
+
+def test_environment_factory_over_a_fleet_of_an_mcp_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The MCP tools are listed through a session from the fleet (released after)."""
+    from openenv.integrations.trl import close_environments, environment_factory
+
+    monkeypatch.setenv("OPENENV_STATE_DIR", str(tmp_path / "state"))
+    with EnvFleet("echo", servers=2).sync() as fleet:
+        env = environment_factory(fleet=fleet)()
+        assert fleet.stats().sessions == 0  # the session that listed the tools went back
+        env.reset()
+        assert env.echo_message(message="hi") == "hi"  # type: ignore[attr-defined]
+        assert env.steps == 1 and fleet.stats().sessions == 1
+        close_environments(type("Trainer", (), {"_environment_pool": {0: [env]}})())
+        assert fleet.stats().sessions == 0

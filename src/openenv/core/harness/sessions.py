@@ -279,6 +279,7 @@ class FleetSessionFactory(EnvSessionFactory):
             system_prompt=system_prompt,
         )
         self.episodes_per_server: Counter[str] = Counter()
+        self._count_lock = threading.Lock()  # not `_lock`: describe() holds it to list tools
 
     def _action_schema(self) -> dict[str, Any]:
         self.fleet.start()
@@ -290,7 +291,7 @@ class FleetSessionFactory(EnvSessionFactory):
     def _acquire(self, base_url: str) -> _FleetSession:
         del base_url  # the fleet places the session
         session = _FleetSession(self.fleet, self.fleet.acquire())
-        with self._lock:
+        with self._count_lock:
             self.episodes_per_server[session.server_id] += 1
         return session
 
