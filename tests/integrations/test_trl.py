@@ -4,6 +4,7 @@ config, a tokenizer trained here (nothing downloaded), the trainer's own generat
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from datasets import Dataset  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
 
-from openenv.core.harness.sessions import EnvSessionFactory  # noqa: E402
+from openenv.core.harness.sessions import EnvSessionFactory, FleetSessionFactory  # noqa: E402
+from openenv.fleet import EnvFleet, ServerLostError, SyncEnvFleet  # noqa: E402
 from openenv.integrations.trl import (  # noqa: E402
     RolloutInfrastructureError,
     env_reward,
@@ -403,3 +405,181 @@ def test_environment_factory_refuses_to_score_a_killed_environment() -> None:
         assert caught.value.category == "infrastructure"
         with pytest.raises(RolloutInfrastructureError):
             env.reset(seed=2)
+
+
+# -- over a fleet ------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def math_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SyncEnvFleet]:
+    """Two local math servers (the test's own provider records), closed after the test."""
+    monkeypatch.setenv("OPENENV_STATE_DIR", str(tmp_path / "state"))
+    with EnvFleet("math", servers=2, sessions_per_server=2, acquire_timeout_s=60).sync() as fleet:
+        yield fleet
+
+
+def _record_placements(fleet: SyncEnvFleet, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Spies on the fleet's real `acquire`: the server id each episode's session went to."""
+    placed: list[str] = []
+    acquire = fleet.acquire
+
+    def spy(timeout_s: float | None = None) -> Any:
+        client = acquire(timeout_s)
+        server = fleet.fleet.server_of(client.async_client)
+        assert server is not None
+        placed.append(server.id)
+        return client
+
+    monkeypatch.setattr(fleet, "acquire", spy)
+    return placed
+
+
+def _kill_busy_server(fleet: SyncEnvFleet) -> str:
+    """SIGKILLs the server holding the one open session; returns its id."""
+    busy = [s for s, load in zip(fleet.servers(), fleet.stats().load, strict=True) if load]
+    assert len(busy) == 1, fleet.stats()
+    os.kill(busy[0].info["pid"], signal.SIGKILL)
+    return busy[0].id
+
+
+def test_grpo_steps_over_a_fleet_use_both_servers(
+    math_fleet: SyncEnvFleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    placed = _record_placements(math_fleet, monkeypatch)
+    recorder = Recorder(
+        rollout_func(
+            fleet=math_fleet,
+            prompt_builder=_question,
+            task_builder=lambda prompt: {"seed": int(prompt)},
+            max_concurrency=2,
+        )
+    )
+    trainer, before = _trainer(tmp_path, recorder, max_steps=3)
+    trainer.train()
+
+    assert trainer.state.global_step == 3
+    for batch in recorder.batches:
+        assert [m["step_count"] for m in batch["verify_metrics"]] == [1, 1, 1, 1]
+        assert not any(batch["infra_failed"])
+        assert set(batch["env_reward"]) <= {0.0, 0.2, 1.0}
+    assert recorder.scored == [batch["env_reward"] for batch in recorder.batches]
+    # Every episode had its own session, and the fleet spread them over both servers.
+    assert len(placed) == 4 * len(recorder.batches)
+    assert set(placed) == {server.id for server in math_fleet.servers()}
+    assert math_fleet.stats().sessions == 0  # each released after its episode
+    assert any(
+        not torch.equal(p.detach().cpu(), before[n]) for n, p in trainer.model.named_parameters()
+    )
+
+
+class KillsAServer:
+    """Session factory that SIGKILLs the server of the batch's third episode right after its
+    reset (its step then meets a dead server)."""
+
+    def __init__(self, fleet: SyncEnvFleet) -> None:
+        self.sessions = FleetSessionFactory(fleet)
+        self.fleet = fleet
+        self.opened = 0
+        self.victim: str | None = None
+
+    def create(self, task: Any, seed: int | None = None, episode_id: str | None = None) -> Any:
+        session = self.sessions.create(task, seed=seed, episode_id=episode_id)
+        self.opened += 1
+        if self.opened == 3:
+            self.victim = _kill_busy_server(self.fleet)
+        return session
+
+
+def test_an_episode_on_a_killed_fleet_server_is_retried_on_a_live_one(
+    math_fleet: SyncEnvFleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    placed = _record_placements(math_fleet, monkeypatch)
+    killer = KillsAServer(math_fleet)
+    recorder = Recorder(
+        rollout_func(
+            session_factory=killer,
+            prompt_builder=_question,
+            task_builder=lambda prompt: {"seed": int(prompt)},
+            infra_retries=2,
+        )
+    )
+    trainer, _ = _trainer(tmp_path, recorder, max_steps=1)
+    trainer.train()
+
+    assert killer.victim is not None and math_fleet.stats().servers_lost >= 1
+    # Four episodes and one retry; the retry went to a server that was alive.
+    assert len(placed) == 5 and placed[2] == killer.victim and placed[4] != killer.victim
+    (batch,) = recorder.batches
+    assert not any(batch["infra_failed"])
+    # The retried episode was stepped and scored by the environment, like the others.
+    assert [m["step_count"] for m in batch["verify_metrics"]] == [1, 1, 1, 1]
+    assert recorder.scored == [batch["env_reward"]]
+
+
+def test_a_killed_fleet_server_without_retries_refuses_the_batch(
+    math_fleet: SyncEnvFleet, tmp_path: Path
+) -> None:
+    killer = KillsAServer(math_fleet)
+    recorder = Recorder(
+        rollout_func(
+            session_factory=killer,
+            prompt_builder=_question,
+            task_builder=lambda prompt: {"seed": int(prompt)},
+            infra_retries=0,
+        )
+    )
+    trainer, before = _trainer(tmp_path, recorder, max_steps=1)
+    with pytest.raises(RolloutInfrastructureError) as caught:
+        trainer.train()
+
+    # Only the third episode met the dead server: the fleet says so, and nothing was scored.
+    assert list(caught.value.errors) == [2]
+    assert "ServerLostError" in caught.value.errors[2]
+    assert recorder.scored == []
+    assert all(
+        torch.equal(p.detach().cpu(), before[n]) for n, p in trainer.model.named_parameters()
+    )
+
+
+def test_environment_factory_over_a_fleet_recovers_from_a_killed_server(
+    math_fleet: SyncEnvFleet,
+) -> None:
+    from openenv.integrations.trl import environment_factory
+
+    make = environment_factory(fleet=math_fleet, observation_text=_question_only)
+    env = make()
+    question = env.reset(seed=3)
+    assert question is not None and question.startswith("What is ")
+    assert math_fleet.stats().sessions == 1
+    env.act(answer="many")  # type: ignore[attr-defined]
+    assert env.get_reward() == 0.0 and env.steps == 1
+
+    _kill_busy_server(math_fleet)
+    with pytest.raises(ServerLostError):
+        env.act(answer="3")  # type: ignore[attr-defined]
+    with pytest.raises(RolloutInfrastructureError) as caught:
+        env.get_reward()  # never a 0 for the lost episode
+    assert "ServerLostError" in caught.value.errors[0]
+
+    # The next rollout's reset releases the lost session and gets one on a live server.
+    assert env.reset(seed=4) is not None
+    env.act(answer="many")  # type: ignore[attr-defined]
+    assert env.get_reward() == 0.0 and env.steps == 1
+    assert math_fleet.stats().sessions == 1
+
+
+def test_environment_factory_over_a_fleet_of_an_mcp_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The MCP tools are listed through a session from the fleet (released after)."""
+    from openenv.integrations.trl import close_environments, environment_factory
+
+    monkeypatch.setenv("OPENENV_STATE_DIR", str(tmp_path / "state"))
+    with EnvFleet("echo", servers=2).sync() as fleet:
+        env = environment_factory(fleet=fleet)()
+        assert fleet.stats().sessions == 0  # the session that listed the tools went back
+        env.reset()
+        assert env.echo_message(message="hi") == "hi"  # type: ignore[attr-defined]
+        assert env.steps == 1 and fleet.stats().sessions == 1
+        close_environments(type("Trainer", (), {"_environment_pool": {0: [env]}})())
+        assert fleet.stats().sessions == 0

@@ -67,6 +67,12 @@ class SyncEnvFleet:
             self, self._run(self.fleet.vector(num_envs, autoreset=autoreset, timeout_s=timeout_s))
         )
 
+    def session_error(
+        self, session: SyncEnvClient[Any, Any, Any], exc: BaseException
+    ) -> BaseException:
+        """`EnvFleet.session_error` for a session acquired here."""
+        return self._run(self.fleet.session_error(session.async_client, exc))
+
     def stats(self) -> FleetStats:
         return self.fleet.stats()
 

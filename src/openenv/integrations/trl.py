@@ -35,7 +35,7 @@ from openenv.core.harness.rollout import (
     is_model_error,
     tool_result_reward,
 )
-from openenv.core.harness.sessions import ACT_TOOL, EnvSessionFactory
+from openenv.core.harness.sessions import ACT_TOOL, EnvSessionFactory, FleetSessionFactory
 from openenv.core.llm_client import LLMResponse
 
 __all__ = [
@@ -180,6 +180,7 @@ def rollout_func(
     base_url: str | None = None,
     *,
     session_factory: Any = None,
+    fleet: Any = None,
     argument: str = "answer",
     tool: str = ACT_TOOL,
     harness_adapter: HarnessAdapter | None = None,
@@ -192,25 +193,27 @@ def rollout_func(
 ) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
     """A `GRPOTrainer` `rollout_func(prompts, trainer)` over a served environment.
 
-    `base_url` (or a `session_factory`, e.g. an `EnvSessionFactory` with a typed
-    `client_factory`) is the environment. Each prompt is one episode: `task_builder(prompt)`
-    is its task (a dict's `seed`/`reset_kwargs` go to reset); the default adapter is
-    `SingleTurnAdapter(argument, tool)` (the completion fills the action field `argument`);
+    `base_url`, a `fleet` (an `EnvFleet` or its `.sync()` twin: each episode acquires a
+    session on the least-loaded live server and releases it after) or a `session_factory`
+    (e.g. an `EnvSessionFactory` with a typed `client_factory`) is the environment. Each
+    prompt is one episode: `task_builder(prompt)` is its task (a dict's `seed`/`reset_kwargs`
+    go to reset); the default adapter is `SingleTurnAdapter(argument, tool)` (the completion
+    fills the action field `argument`);
     pass `MCPHarnessAdapter()` for a model that calls tools itself. `prompt_builder(messages,
     tokenizer)` turns the reset messages into the model's input (default: the chat template,
     else the contents).
 
     The result has TRL's `prompt_ids`, `completion_ids`, `logprobs` and, for reward
     functions, `env_reward`, `verify_metrics`, `infra_failed`, `rollout_errors`. An
-    infrastructure failure is retried `infra_retries` times, then the batch raises
+    infrastructure failure (an episode on a server the fleet lost included) is retried
+    `infra_retries` times, on a live server, then the batch raises
     `RolloutInfrastructureError` (TRL would score a missing reward 0).
     """
-    if (base_url is None) == (session_factory is None):
-        raise ValueError("give either base_url or session_factory")
     factory = session_factory
     if factory is None:
-        assert base_url is not None
-        factory = EnvSessionFactory(base_url, system_prompt=system_prompt)
+        factory = _sessions(base_url, fleet, system_prompt=system_prompt)
+    elif base_url is not None or fleet is not None:
+        raise ValueError("give one of base_url, fleet or session_factory")
     if task_builder is not None:
         factory = _TaskMapping(factory, task_builder)
     return build_harness_rollout_func(
@@ -223,6 +226,24 @@ def rollout_func(
         infra_retries=infra_retries,
         on_infra_failure="raise",
     )
+
+
+def _sessions(
+    base_url: str | None,
+    fleet: Any,
+    *,
+    client_factory: Callable[[str], Any] | None = None,
+    system_prompt: str | None = None,
+) -> EnvSessionFactory:
+    """Sessions on one server (`base_url`) or from a fleet: exactly one of them."""
+    if (base_url is None) == (fleet is None):
+        raise ValueError("give one of base_url, fleet or session_factory")
+    if fleet is not None:
+        if client_factory is not None:
+            raise ValueError("a fleet makes its own clients: set EnvFleet(client=...)")
+        return FleetSessionFactory(fleet, system_prompt=system_prompt)
+    assert base_url is not None
+    return EnvSessionFactory(base_url, client_factory=client_factory, system_prompt=system_prompt)
 
 
 class _TaskMapping:
@@ -418,8 +439,9 @@ def _tool_method(tool: Tool) -> Callable[..., str]:
 
 
 def environment_factory(
-    base_url: str,
+    base_url: str | None = None,
     *,
+    fleet: Any = None,
     client_factory: Callable[[str], Any] | None = None,
     reward_without_step: float = 0.0,
     infra_retries: int = 2,
@@ -427,8 +449,10 @@ def environment_factory(
 ) -> Callable[[], ServedEnvironment]:
     """`GRPOTrainer(environment_factory=...)` for a served environment: every call makes a
     `ServedEnvironment` (its own WebSocket session per rollout) whose methods are the
-    environment's tools, asked once from the server."""
-    sessions = EnvSessionFactory(base_url, client_factory=client_factory)
+    environment's tools, asked once from the server. With a `fleet` instead of `base_url`,
+    every rollout's session comes from the fleet (released at the next reset), and a reset
+    after a lost server retries on a live one."""
+    sessions = _sessions(base_url, fleet, client_factory=client_factory)
     _, tools = sessions.describe()
     methods = {tool.name: _tool_method(tool) for tool in tools}
     reserved = sorted(methods.keys() & {"reset", "get_reward", "steps"})

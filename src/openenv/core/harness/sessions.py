@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -38,9 +39,18 @@ OBSERVATION_MARKER = "Observation (JSON):"
 _IGNORED_FIELDS = ("metadata",)
 
 
-def fetch_action_schema(base_url: str, timeout_s: float = 30.0) -> dict[str, Any]:
-    """The action's JSON schema, from the server's `/schema`."""
-    response = httpx.get(base_url.rstrip("/") + "/schema", timeout=timeout_s)
+def fetch_action_schema(
+    base_url: str,
+    timeout_s: float = 30.0,
+    *,
+    unix_socket: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The action's JSON schema, from the server's `/schema` (over its Unix socket when the
+    provider serves it on one)."""
+    transport = httpx.HTTPTransport(uds=unix_socket) if unix_socket else None
+    with httpx.Client(transport=transport, timeout=timeout_s, headers=headers or {}) as http:
+        response = http.get(base_url.rstrip("/") + "/schema")
     response.raise_for_status()
     schema = response.json().get("action")
     if not isinstance(schema, dict):
@@ -181,11 +191,14 @@ class EnvSessionFactory(ResourceSessionFactory[StepEnvSessionAdapter]):
         """(is MCP, tools): asked once, then cached (every session of a server has the same)."""
         with self._lock:
             if self._tools is None:
-                schema = fetch_action_schema(self.base_url)
+                schema = self._action_schema()
                 self._mcp = is_mcp_schema(schema)
                 self._tools = self._list_mcp_tools() if self._mcp else [act_tool(schema)]
             assert self._mcp is not None
             return self._mcp, list(self._tools)
+
+    def _action_schema(self) -> dict[str, Any]:
+        return fetch_action_schema(self.base_url)
 
     def _list_mcp_tools(self) -> list[Tool]:
         client = self._client_factory(self.base_url)
@@ -237,6 +250,85 @@ class EnvSessionFactory(ResourceSessionFactory[StepEnvSessionAdapter]):
             tool_result_builder=_mcp_tool_result if mcp else _step_tool_result,
             reset_kwargs=reset_kwargs,
         )
+
+
+class FleetSessionFactory(EnvSessionFactory):
+    """Sessions from an `EnvFleet`: each episode acquires one on the least-loaded live server
+    and releases it when the session closes.
+
+    `fleet` is an `EnvFleet` (used through its sync twin, `fleet.sync()`, which the caller
+    closes) or a `SyncEnvFleet`. A call that fails because its server died raises the fleet's
+    `ServerLostError` (infrastructure), so the rollout layer retries the episode on a live
+    server instead of scoring it. `episodes_per_server` counts the sessions each server gave.
+    """
+
+    def __init__(
+        self,
+        fleet: Any,
+        *,
+        reset_kwargs: dict[str, Any] | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
+        from openenv.fleet import EnvFleet
+
+        self.fleet = fleet.sync() if isinstance(fleet, EnvFleet) else fleet
+        super().__init__(
+            "fleet://" + self.fleet.fleet.spec.target,
+            client_factory=self._acquire,
+            reset_kwargs=reset_kwargs,
+            system_prompt=system_prompt,
+        )
+        self.episodes_per_server: Counter[str] = Counter()
+        self._count_lock = threading.Lock()  # not `_lock`: describe() holds it to list tools
+
+    def _action_schema(self) -> dict[str, Any]:
+        self.fleet.start()
+        server = self.fleet.servers()[0]
+        return fetch_action_schema(
+            server.base_url, unix_socket=server.unix_socket, headers=server.headers
+        )
+
+    def _acquire(self, base_url: str) -> _FleetSession:
+        del base_url  # the fleet places the session
+        session = _FleetSession(self.fleet, self.fleet.acquire())
+        with self._count_lock:
+            self.episodes_per_server[session.server_id] += 1
+        return session
+
+
+class _FleetSession:
+    """A fleet session as a blocking client: failures on a dead server become the fleet's
+    `ServerLostError`; `close()` gives the slot back."""
+
+    def __init__(self, fleet: Any, client: Any) -> None:
+        self._fleet = fleet
+        self._client = client
+        server = fleet.fleet.server_of(client.async_client)
+        self.server_id: str = server.id if server is not None else "?"
+        self._released = False
+
+    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:
+            lost = self._fleet.session_error(self._client, exc)
+            if lost is exc:
+                raise
+            raise lost from exc
+
+    def reset(self, **kwargs: Any) -> StepResult[Any]:
+        return self._call(self._client.reset, **kwargs)
+
+    def step(self, action: Any) -> StepResult[Any]:
+        return self._call(self._client.step, action)
+
+    def state(self) -> Any:
+        return self._call(self._client.state)
+
+    def close(self) -> None:
+        if not self._released:
+            self._released = True
+            self._fleet.release(self._client)
 
 
 # -- the scripted policy ----------------------------------------------------------------------
@@ -323,6 +415,7 @@ def scripted_model_step(
 __all__ = [
     "ACT_TOOL",
     "EnvSessionFactory",
+    "FleetSessionFactory",
     "act_tool",
     "fetch_action_schema",
     "is_mcp_schema",
