@@ -1,7 +1,8 @@
 """Providers start environments for a trainer, isolate them and clean them up.
 
     from openenv.providers import get_provider
-    provider = get_provider("local")  # or "sandbox", "uv", "docker", "swarm", "ray", "kubernetes", "daytona"
+    # or "sandbox", "uv", "docker", "swarm", "ray", "kubernetes", "daytona"
+    provider = get_provider("local")
     env = await provider.start("echo")
     ...
     await provider.stop(env)
