@@ -30,6 +30,7 @@ import math
 import statistics
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -182,6 +183,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     ) as fleet:
         warm_pool_s = time.perf_counter() - started
         servers = fleet.servers()
+        # Where the provider placed them (Ray: a node id per server; local: one machine).
+        per_node = Counter(str(s.info.get("node_id", "this machine")) for s in servers)
         rows = []
         for _ in range(args.repeat):
             rows.append(await run_fleet(fleet, args.sessions, args.steps))
@@ -200,6 +203,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "servers": args.servers,
         "steps_per_session": args.steps,
         "warm_pool_s": warm_pool_s,
+        "servers_per_node": sorted(per_node.values(), reverse=True),
         "rows": [asdict(r) for r in rows],
     }
 
@@ -215,7 +219,8 @@ def report(result: dict[str, Any], console: Console) -> None:
         title=(
             f"{result['sessions']:,} echo sessions, {result['servers']} servers "
             f"({result['provider']}), {result['steps_per_session']} steps each; "
-            f"warm pool up in {result['warm_pool_s']:.1f} s"
+            f"warm pool up in {result['warm_pool_s']:.1f} s; servers per node "
+            f"{result['servers_per_node']}"
         )
     )
     for column in (

@@ -334,6 +334,67 @@ def test_a_trainer_killed_with_sigkill_leaves_nothing(cluster: Cluster, state_di
 
 @needs_ray
 @pytest.mark.slow
+def test_a_fleet_spreads_over_both_nodes_and_replaces_what_ray_lost(cluster: Cluster) -> None:
+    """The trainer's fleet code unchanged on Ray: servers on both nodes, sessions on each; the
+    second node's servers killed mid-episode fail only their slots, as infrastructure."""
+    from openenv.fleet import EnvFleet, ServerLostError
+    from openenv.providers.ray import RayProvider
+
+    step = CallToolAction(tool_name="echo_message", arguments={"message": "hi"})
+
+    async def main() -> None:
+        async with (
+            RayProvider(address=cluster.address, max_restarts=2) as provider,
+            EnvFleet(
+                "echo",
+                client=EchoEnv,
+                provider=provider,
+                servers=2,
+                sessions_per_server=2,
+                health_interval_s=0.5,
+            ) as fleet,
+        ):
+            servers = fleet.servers()
+            assert {s.info["node_id"] for s in servers} == set(cluster.node_ids.values())
+            vec = await fleet.vector(4)
+            placed = [fleet.server_of(c) for c in vec.sessions if c is not None]
+            node_of = [env.info["node_id"] for env in placed if env is not None]
+            assert len(node_of) == 4
+            assert set(node_of) == set(cluster.node_ids.values())
+            assert all((await vec.reset()).ok)
+            assert all((await vec.step([step] * 4)).ok)
+
+            on_b = [s for s in servers if s.info["node_id"] == cluster.node_ids["node_b"]]
+            for server in on_b:
+                os.kill(server.info["pid"], signal.SIGKILL)  # its actor's worker, mid-episode
+            batch = await vec.step([step] * 4)
+            lost = [i for i, node in enumerate(node_of) if node == cluster.node_ids["node_b"]]
+            for i, slot in enumerate(batch):
+                if i in lost:
+                    assert isinstance(slot.error, ServerLostError), repr(slot.error)
+                    assert slot.infrastructure_failure and slot.result is None
+                else:
+                    assert slot.ok and slot.result is not None
+                    assert slot.result.observation.result.data == "hi"  # type: ignore[attr-defined]
+
+            # The fleet replaces the lost server with a new actor; the slots reset onto it.
+            for _ in range(600):  # up to 120 s
+                if fleet.stats().servers == 2:
+                    break
+                await asyncio.sleep(0.2)
+            stats = fleet.stats()
+            assert (stats.servers, stats.servers_lost) == (2, len(on_b))
+            assert not {s.id for s in on_b} & {s.id for s in fleet.servers()}
+            assert all((await vec.reset(indices=lost)).ok)
+            assert all((await vec.step([step] * 4)).ok)
+            await vec.close()
+        assert not mine()
+
+    asyncio.run(main())
+
+
+@needs_ray
+@pytest.mark.slow
 def test_a_lost_node_fails_the_episode_and_ray_restarts_elsewhere(cluster: Cluster) -> None:
     """Runs last: it takes the second node away for good."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

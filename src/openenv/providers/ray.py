@@ -8,7 +8,9 @@ like Ray itself, has no authentication).
 
 Scheduling is Ray's: `ResourceLimits.cpus` and `memory_mb` become the actor's `num_cpus` and
 `memory` (logical reservations Ray schedules by, not ceilings the kernel enforces), custom
-`resources` and a `scheduling_strategy` come from the provider's options, and `start_many`
+`resources` and a `scheduling_strategy` come from the provider's options ("SPREAD" unless
+told otherwise: an `EnvFleet` of N servers on this provider spreads them across the nodes,
+and a server Ray restarts or the fleet replaces is spread the same way), and `start_many`
 places N servers through a placement group (e.g. "STRICT_SPREAD": one per node).
 
 Restarts are Ray's too (`max_restarts`): a restarted actor serves on a new address and has lost
@@ -181,7 +183,9 @@ class RayProvider(Provider):
     `ray start` on this machine is used). A trainer that already called `ray.init` keeps its
     own connection. `num_cpus` / `memory_mb` are reserved per actor when the spec's limits say
     nothing; `resources` adds custom resources (e.g. `{"gpu_node": 1}`); `scheduling_strategy`
-    is passed to Ray ("SPREAD", a `NodeAffinitySchedulingStrategy`, ...); `max_restarts` is how
+    is passed to Ray: "SPREAD" by default, so that a fleet's servers land on different nodes
+    (Ray's "DEFAULT" fills the trainer's node first), or "DEFAULT", a
+    `NodeAffinitySchedulingStrategy`, ...; `max_restarts` is how
     often Ray restarts a dead server; `host` forces the address servers bind; `runtime_env` is
     Ray's (e.g. to install the environment on nodes that lack it).
     """
@@ -197,7 +201,7 @@ class RayProvider(Provider):
         num_cpus: float = 0.25,
         memory_mb: Optional[int] = None,
         resources: Optional[dict[str, float]] = None,
-        scheduling_strategy: Any = None,
+        scheduling_strategy: Any = "SPREAD",
         max_restarts: int = 3,
         host: Optional[str] = None,
         runtime_env: Optional[dict[str, Any]] = None,
