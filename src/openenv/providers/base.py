@@ -116,6 +116,10 @@ class Provider(ABC):
     #: Environment creations per second the provider's service allows (cloud sandboxes cap
     #: them); `EnvFleet` honours the lower of this and its own limit. None: no cap.
     max_creates_per_s: ClassVar[Optional[float]] = None
+    #: While a start waits for `/health`, ask `_alive` at most once per this many seconds (a
+    #: provider whose liveness check is a call to an engine or a remote API sets it: otherwise
+    #: every failed probe would cost one such call).
+    liveness_interval_s: ClassVar[float] = 0.0
 
     def __init__(self) -> None:
         self._started: dict[str, StartedEnv] = {}
@@ -220,12 +224,18 @@ class Provider(ABC):
         """Poll `/health` until it answers 200; fail early if the environment died."""
         deadline = time.monotonic() + timeout_s
         delay = 0.005
+        knows_liveness = type(self)._alive is not Provider._alive
+        next_liveness_check = 0.0
         while True:
             status = await self._probe(env)
             if status == 200:
                 return
-            knows_liveness = type(self)._alive is not Provider._alive
-            if status is None and knows_liveness and not await self._alive(env):
+            check_liveness = (
+                status is None and knows_liveness and time.monotonic() >= next_liveness_check
+            )
+            if check_liveness:
+                next_liveness_check = time.monotonic() + self.liveness_interval_s
+            if check_liveness and not await self._alive(env):
                 raise EnvironmentStartError(
                     f"{self.name}: environment {spec_name(env)} exited before it was ready",
                     await self.log_tail(env),

@@ -60,7 +60,6 @@ PREVIEW_TOKEN_HEADER = "X-Daytona-Preview-Token"
 SERVER_SESSION = "openenv-server"
 #: Sandbox states after which it never serves again.
 _GONE_STATES = {"destroyed", "destroying", "error", "build_failed", "stopped", "archived"}
-LIVENESS_INTERVAL_S = 1.0
 
 
 def sdk() -> Any:
@@ -119,6 +118,8 @@ class DaytonaProvider(Provider):
     target_kind = "image"
     #: Sandbox creations per second this provider allows itself (Daytona caps them).
     max_creates_per_s: ClassVar[float] = 2.0
+    #: A start asks Daytona about its sandbox at most once a second.
+    liveness_interval_s = 1.0
     _pacer: ClassVar[_Pacer] = _Pacer()
 
     def __init__(
@@ -144,7 +145,6 @@ class DaytonaProvider(Provider):
         self.create_retries = create_retries
         self.default_limits = default_limits
         self._sandboxes: dict[str, Any] = {}
-        self._waiting: dict[str, float] = {}
         if api_key:
             # Explicit credentials: the environment's are not needed.
             self.check_available = sdk  # type: ignore[method-assign]
@@ -332,22 +332,7 @@ class DaytonaProvider(Provider):
         self._sandboxes.pop(env.id, None)
         await run_blocking(_delete, self.client, env.id)
 
-    async def wait_ready(self, env: StartedEnv, timeout_s: float = 60.0) -> None:
-        """As `Provider.wait_ready`, asking Daytona about the sandbox at most once per
-        `LIVENESS_INTERVAL_S`."""
-        self._waiting[env.id] = 0.0
-        try:
-            await super().wait_ready(env, timeout_s)
-        finally:
-            self._waiting.pop(env.id, None)
-
     async def _alive(self, env: StartedEnv) -> bool:
-        last = self._waiting.get(env.id)
-        if last is not None:
-            now = time.monotonic()
-            if now - last < LIVENESS_INTERVAL_S:
-                return True
-            self._waiting[env.id] = now
         return await run_blocking(self._sandbox_alive, env)
 
     def _sandbox_alive(self, env: StartedEnv) -> bool:

@@ -56,8 +56,6 @@ _engine_threads = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="
 PROBE_TIMEOUT_S = 2.0
 #: Longest wait between two health probes of a start, per start being waited for at once.
 PROBE_INTERVAL_PER_START_S = 0.02
-#: While an environment starts, how often the engine is asked whether it still runs.
-LIVENESS_INTERVAL_S = 1.0
 #: Every start any engine provider of this process is waiting for (they may run on several
 #: threads and event loops): the probe interval grows with their number.
 _starts_waited_for: set[str] = set()
@@ -72,13 +70,14 @@ class EngineProvider(Provider):
 
     #: Names and folders map to the image `openenv build` gives them (`launch.image_for`).
     target_kind = "image"
+    #: 32 containers starting at once, each engine listing after every failed probe, made
+    #: ~20,000 listings (80 s of trainer CPU and 60 s of engine CPU on 2 cores).
+    liveness_interval_s = 1.0
 
     def __init__(self) -> None:
         super().__init__()
         self._timers: dict[str, threading.Timer] = {}
         self._pending: set[concurrent.futures.Future[Any]] = set()
-        #: Environments waited for -> when the engine last said they run.
-        self._waiting: dict[str, float] = {}
 
     @classmethod
     def check_available(cls) -> None:
@@ -179,16 +178,11 @@ class EngineProvider(Provider):
         raise NotImplementedError
 
     async def wait_ready(self, env: StartedEnv, timeout_s: float = 60.0) -> None:
-        """As `Provider.wait_ready`, asking the engine whether the container still runs at most
-        once per `LIVENESS_INTERVAL_S` rather than after every failed probe: 32 containers
-        starting at once were otherwise polled with ~20,000 listings (80 s of trainer CPU and
-        60 s of engine CPU on the 2-core machine, slowing the very starts being waited for)."""
-        self._waiting[env.id] = 0.0
+        """As `Provider.wait_ready`, counting the starts waited for (`_max_probe_interval`)."""
         _starts_waited_for.add(env.id)
         try:
             await super().wait_ready(env, timeout_s)
         finally:
-            self._waiting.pop(env.id, None)
             _starts_waited_for.discard(env.id)
 
     def _max_probe_interval(self) -> float:
@@ -199,12 +193,6 @@ class EngineProvider(Provider):
         return min(0.25, PROBE_INTERVAL_PER_START_S * max(1, len(_starts_waited_for)))
 
     async def _alive(self, env: StartedEnv) -> bool:
-        last = self._waiting.get(env.id)
-        if last is not None:
-            now = time.monotonic()
-            if now - last < LIVENESS_INTERVAL_S:
-                return True  # seen running less than an interval ago, while starting
-            self._waiting[env.id] = now
         return await self._engine_alive(env)
 
     async def _engine_alive(self, env: StartedEnv) -> bool:

@@ -92,8 +92,7 @@ _STUCK = {
     "CreateContainerError",
     "CrashLoopBackOff",
 }
-#: While a pod starts, how often the API server is asked whether it still can.
-LIVENESS_INTERVAL_S = 1.0
+#: Seconds a call to the API server may take.
 API_TIMEOUT_S = 10.0
 
 
@@ -393,6 +392,8 @@ class KubernetesProvider(Provider):
     name = "kubernetes"
     default_network = "egress"
     target_kind = "image"
+    #: A start asks the API server about its pod at most once a second.
+    liveness_interval_s = 1.0
 
     def __init__(
         self,
@@ -421,7 +422,6 @@ class KubernetesProvider(Provider):
         self.default_limits = default_limits
         self.owned_by_trainer_pod = owned_by_trainer_pod
         #: Environments waited for -> when the API server last said they can still start.
-        self._waiting: dict[str, float] = {}
         if any(self._options.values()):
             # Explicit credentials: check those, not the environment's.
             self.check_available = self._check_own_cluster  # type: ignore[method-assign]
@@ -680,22 +680,7 @@ class KubernetesProvider(Provider):
         await super().close()
         await wait_for_cleanups(self)
 
-    async def wait_ready(self, env: StartedEnv, timeout_s: float = 60.0) -> None:
-        """As `Provider.wait_ready`, asking the API server about the pod at most once per
-        `LIVENESS_INTERVAL_S` rather than after every failed probe."""
-        self._waiting[env.id] = 0.0
-        try:
-            await super().wait_ready(env, timeout_s)
-        finally:
-            self._waiting.pop(env.id, None)
-
     async def _alive(self, env: StartedEnv) -> bool:
-        last = self._waiting.get(env.id)
-        if last is not None:
-            now = time.monotonic()
-            if now - last < LIVENESS_INTERVAL_S:
-                return True
-            self._waiting[env.id] = now
         return await run_blocking(self._pod_can_serve, env.id)
 
     def _pod_can_serve(self, name: str) -> bool:
