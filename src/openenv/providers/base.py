@@ -158,14 +158,20 @@ class Provider(ABC):
         start in each process, so a crashed trainer's leftovers go at the next run."""
         if not cls.available():
             return []
-        orphans = [r for r in cls.resources() if r.orphaned]
+        doomed = cls._collectable()
         if not dry_run:
-            for resource in orphans:
+            for resource in doomed:
                 try:
                     cls.remove_resource(resource)
                 except Exception as exc:  # one stuck resource must not stop the sweep
                     logger.warning("could not remove %s %s: %s", cls.name, resource.id, exc)
-        return orphans
+        return doomed
+
+    @classmethod
+    def _collectable(cls) -> list[Resource]:
+        """What `collect_orphans` removes: resources whose owner is gone (providers that
+        enforce a wall time add those past it)."""
+        return [r for r in cls.resources() if r.orphaned]
 
     # -- the interface ---------------------------------------------------------------------
 

@@ -202,20 +202,10 @@ class DaytonaProvider(Provider):
         _delete(_make_client(), resource.id)
 
     @classmethod
-    def collect_orphans(cls, *, dry_run: bool = False) -> list[Resource]:
-        """Delete sandboxes whose owner is gone, and those past their wall time."""
-        if not cls.available():
-            return []
-        client = _make_client()
+    def _collectable(cls) -> list[Resource]:
+        """Sandboxes whose owner is gone, and those past their wall time."""
         now = time.time()
-        doomed = [r for r, deadline in cls._listed(client) if r.orphaned or deadline < now]
-        if not dry_run:
-            for resource in doomed:
-                try:
-                    _delete(client, resource.id)
-                except Exception as exc:  # one stuck sandbox must not stop the sweep
-                    logger.warning("could not remove daytona %s: %s", resource.id, exc)
-        return doomed
+        return [r for r, deadline in cls._listed(_make_client()) if r.orphaned or deadline < now]
 
     # -- start and stop ---------------------------------------------------------------------
 

@@ -111,20 +111,11 @@ class EngineProvider(Provider):
         cls._remove(resource.id)
 
     @classmethod
-    def collect_orphans(cls, *, dry_run: bool = False) -> list[Resource]:
-        """Remove resources whose owner is gone, and resources past their wall time."""
-        if not cls.available():
-            return []
+    def _collectable(cls) -> list[Resource]:
+        """Resources whose owner is gone, and resources past their wall time."""
         now = time.time()
         expired = {item.name for item in cls._managed() if _deadline(item.labels) < now}
-        doomed = [r for r in cls.resources() if r.orphaned or r.id in expired]
-        if not dry_run:
-            for resource in doomed:
-                try:
-                    cls.remove_resource(resource)
-                except Exception as exc:  # one stuck resource must not stop the sweep
-                    logger.warning("could not remove %s %s: %s", cls.name, resource.id, exc)
-        return doomed
+        return [r for r in cls.resources() if r.orphaned or r.id in expired]
 
     async def _create_in_thread(self, spec: EnvSpec, name: str) -> StartedEnv:
         """Run `_create` on a worker thread. A start cancelled while the engine creates the

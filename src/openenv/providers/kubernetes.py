@@ -493,20 +493,10 @@ class KubernetesProvider(Provider):
         _remove(default_cluster(), resource.id)
 
     @classmethod
-    def collect_orphans(cls, *, dry_run: bool = False) -> list[Resource]:
-        """Remove objects whose owner is gone, and pods past their wall time."""
-        if not cls.available():
-            return []
+    def _collectable(cls) -> list[Resource]:
+        """Objects whose owner is gone, and pods past their wall time."""
         now = time.time()
-        listed = cls._listed(default_cluster())
-        doomed = [r for r, deadline in listed if r.orphaned or deadline < now]
-        if not dry_run:
-            for resource in doomed:
-                try:
-                    cls.remove_resource(resource)
-                except Exception as exc:  # one stuck object must not stop the sweep
-                    logger.warning("could not remove %s %s: %s", cls.name, resource.id, exc)
-        return doomed
+        return [r for r, deadline in cls._listed(default_cluster()) if r.orphaned or deadline < now]
 
     # -- start and stop ---------------------------------------------------------------------
 
