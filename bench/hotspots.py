@@ -43,6 +43,8 @@ APPS = {
     "openenv-echo": ("openenv-echo", "mcp"),
     "openenv-plain": ("openenv-plain", "plain"),
 }
+
+
 def _pool_waits() -> tuple[str, ...]:
     """Leaf frames of `CallDispatcher` workers waiting for a call. A timed `SimpleQueue.get`
     (idle threads retire) is a C call py-spy does not see as idle, so the wait's own line is
