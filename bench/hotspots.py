@@ -43,6 +43,20 @@ APPS = {
     "openenv-echo": ("openenv-echo", "mcp"),
     "openenv-plain": ("openenv-plain", "plain"),
 }
+
+
+def _pool_waits() -> tuple[str, ...]:
+    """Leaf frames of `CallDispatcher` workers waiting for a call. A timed `SimpleQueue.get`
+    (idle threads retire) is a C call py-spy does not see as idle, so the wait's own line is
+    the leaf."""
+    from openenv.core.env_server import dispatch
+
+    path = dispatch.__file__
+    with open(path) as source:
+        lines = [n for n, text in enumerate(source, 1) if "calls.get(" in text]
+    return tuple(f"dispatch.py:{n})" for n in lines)
+
+
 #: Leaf frames of threads that wait (py-spy may still report them as active); not CPU time.
 IDLE_LEAVES = (
     "concurrent/futures/thread.py:81)",
@@ -51,6 +65,7 @@ IDLE_LEAVES = (
     "threading.py:327)",
     "queue.py:171)",
     "queue.py:180)",
+    *_pool_waits(),
 )
 FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 PACKAGES = (

@@ -293,3 +293,51 @@ async def test_abandoned_threads_are_bounded() -> None:
     release.set()
     assert await asyncio.wait_for(third, 30) == "third"
     dispatcher.shutdown()
+
+
+async def test_idle_pool_threads_retire_after_a_burst_and_the_pool_grows_again() -> None:
+    dispatcher = CallDispatcher(16, idle_timeout=0.05)
+    burst = threading.Barrier(8, timeout=30)
+    pool = await asyncio.gather(
+        *(dispatcher.run(lambda: (burst.wait(), threading.current_thread())[1]) for _ in range(8))
+    )
+    assert len(set(pool)) == 8
+    await _until(lambda: dispatcher.threads == 0, "idle pool threads retiring")
+    await _until(lambda: not any(t.is_alive() for t in pool), "retired threads exiting")
+    assert dispatcher.retired == 8
+    # A new burst starts threads again, and every call still gets its own result.
+    again = threading.Barrier(4, timeout=30)
+    results = await asyncio.gather(
+        *(dispatcher.run(lambda i=i: (again.wait(), i)[1]) for i in range(4))
+    )
+    assert results == [0, 1, 2, 3]
+    dispatcher.shutdown()
+
+
+async def test_a_one_thread_pool_never_retires_its_thread() -> None:
+    # REQUIRES_SINGLE_THREAD_EXECUTOR environments: every call on the same thread, always.
+    single = CallDispatcher(1, idle_timeout=0.05)
+    first = await single.run(threading.get_ident)
+    await asyncio.sleep(0.2)
+    assert await single.run(threading.get_ident) == first
+    assert single.retired == 0 and single.idle_timeout is None
+    single.shutdown()
+
+
+async def test_shutdown_stops_idle_threads_whether_or_not_they_would_retire() -> None:
+    dispatcher = CallDispatcher(8, idle_timeout=0.05)
+    barrier = threading.Barrier(4, timeout=30)
+    pool = await asyncio.gather(
+        *(dispatcher.run(lambda: (barrier.wait(), threading.current_thread())[1]) for _ in range(4))
+    )
+    assert len(set(pool)) == 4
+    dispatcher.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        dispatcher.run(lambda: None)
+    await _until(lambda: not any(t.is_alive() for t in pool), "every pool thread stopping")
+    assert dispatcher.retired + dispatcher.threads == 4  # each either retired or took a stop
+
+
+def test_idle_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="idle_timeout"):
+        CallDispatcher(4, idle_timeout=0)

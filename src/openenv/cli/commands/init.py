@@ -406,7 +406,12 @@ def next_steps(target: Path) -> list[tuple[str, str]]:
             ("uv run openenv validate", "check the folder follows the conventions"),
             ("uv run pytest", "run its tests (they start their own server)"),
         ]
-    install = f"{python} -m pip install" if has_pip else f"uv pip install --python {python}"
+    # pip compiles bytecode by default; uv only when asked (the server then starts faster).
+    install = (
+        f"{python} -m pip install"
+        if has_pip
+        else f"uv pip install --compile-bytecode --python {python}"
+    )
     return [
         (f"{install} -e '.[dev]'", "install it and pytest beside this openenv"),
         (f"{openenv_cmd} serve", "serve it on http://localhost:8000"),

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .dispatch import DEFAULT_IDLE_TIMEOUT
+
 #: Sessions allowed at once when the environment supports concurrency and nothing else is said.
 DEFAULT_CONCURRENT_SESSIONS = 1024
 #: Server-side deadline of an environment call, in seconds, when nothing else is said: long
@@ -60,6 +62,9 @@ class ServerConfig:
     replay_bytes: int = 4 * 1024 * 1024
     #: Most sync environment calls running at once (threads start only when needed).
     max_threads: int = 256
+    #: Seconds a worker thread may stay idle before it exits, so the pool shrinks after a
+    #: burst of blocking calls. Env: OPENENV_THREAD_IDLE_S. 0 or less: threads stay.
+    thread_idle_s: float = DEFAULT_IDLE_TIMEOUT
     #: Bearer token required on every route but /health and on WebSocket handshakes.
     #: Env: OPENENV_API_KEY. None: no authentication (bind to loopback, the default).
     api_key: str | None = None
@@ -108,6 +113,7 @@ class ServerConfig:
             "queue_timeout_s": ("OPENENV_QUEUE_TIMEOUT", float),
             "max_message_bytes": ("OPENENV_MAX_MESSAGE_BYTES", int),
             "max_threads": ("OPENENV_MAX_THREADS", int),
+            "thread_idle_s": ("OPENENV_THREAD_IDLE_S", float),
             "replay_bytes": ("OPENENV_REPLAY_BYTES", int),
             "call_timeout": ("OPENENV_CALL_TIMEOUT", float),
             "reset_timeout": ("OPENENV_RESET_TIMEOUT", float),

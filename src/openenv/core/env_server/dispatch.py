@@ -21,6 +21,11 @@ against the pool, which may start a replacement, and it exits (after running the
 e.g. the environment's `close`) whenever the call returns. At most `max_abandoned` threads are
 abandoned at once; past that, a hung thread keeps its place in the pool. A call given up while
 still queued is skipped. Every worker is a daemon thread, so hung calls never delay exit.
+
+A burst of blocking calls can start many pool threads; each holds a stack and a place in every
+GIL hand-over. A pool thread left idle for `idle_timeout` seconds (while another worker is idle
+too, or no call waits) exits, so the pool shrinks back after the burst. The express worker and
+a one-thread pool (whose calls must all run on the same thread) keep their thread.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
-from queue import SimpleQueue
+from queue import Empty, SimpleQueue
 from typing import Any, Optional
 
 logger = logging.getLogger("openenv.server")
@@ -46,6 +51,8 @@ _MIN_ABANDONED = 64
 #: 0 between two batches of results is no sign of a quiet loop); a lone session passes it on
 #: its first steps.
 _LONE_CALLS_FOR_EXPRESS = 8
+#: Seconds an idle pool thread waits for a call before it exits (`CallDispatcher.idle_timeout`).
+DEFAULT_IDLE_TIMEOUT = 30.0
 _Result = tuple[asyncio.Future[Any], Optional[BaseException], Any]
 
 
@@ -166,10 +173,16 @@ class CallDispatcher:
     """
 
     def __init__(
-        self, max_threads: int, name: str = "openenv-env", max_abandoned: int | None = None
+        self,
+        max_threads: int,
+        name: str = "openenv-env",
+        max_abandoned: int | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         if max_threads < 1:
             raise ValueError("max_threads must be at least 1")
+        if idle_timeout is not None and idle_timeout <= 0:
+            raise ValueError("idle_timeout must be positive (None: threads never retire)")
         #: Threads given up on (hung calls) that no longer count against the pool.
         self.max_abandoned = (
             max(_MIN_ABANDONED, max_threads) if max_abandoned is None else max_abandoned
@@ -180,6 +193,11 @@ class CallDispatcher:
         # With one thread allowed, every call must run on the same thread: no express worker.
         self._express_allowed = max_threads > 1
         self._max = max_threads - 1 if self._express_allowed else max_threads
+        #: Seconds an idle pool thread waits before it exits; None (and a one-thread pool,
+        #: whose calls must stay on one thread) keeps threads for good.
+        self.idle_timeout = idle_timeout if self._express_allowed else None
+        #: Pool threads that exited idle, for metrics and tests.
+        self.retired = 0
         self._name = name
         self._calls: SimpleQueue[Any] = SimpleQueue()
         self._threads: list[_Worker] = []
@@ -285,8 +303,14 @@ class CallDispatcher:
 
     def _work(self, worker: _Worker) -> None:
         calls = self._calls
+        idle_timeout = self.idle_timeout
         while True:
-            item = calls.get()
+            try:
+                item = calls.get(timeout=idle_timeout)
+            except Empty:
+                if self._retire(worker):
+                    return
+                continue
             if item is _STOP:
                 return
             inbox, future, fn = item
@@ -313,6 +337,20 @@ class CallDispatcher:
                 with self._lock:
                     self.abandoned -= 1
                 return
+
+    def _retire(self, worker: _Worker) -> bool:
+        """Leave the pool after an idle wait, unless a call was handed to an idle worker.
+
+        `_idle` counts idle workers minus calls queued for them, under the lock `run` takes
+        before it queues a call: while it is above 0, one idle worker is spare.
+        """
+        with self._lock:
+            if self._idle <= 0 or self._closed:
+                return False
+            self._idle -= 1
+            self._threads.remove(worker)
+            self.retired += 1
+        return True
 
     def _skipped(self, future: asyncio.Future[Any]) -> bool:
         with self._lock:
@@ -426,8 +464,10 @@ class CallDispatcher:
         The descriptors are closed when the dispatcher is garbage: by then no worker thread
         and no loop can use them.
         """
-        self._closed = True
-        for _ in self._threads:
+        with self._lock:
+            self._closed = True  # no pool thread retires from here on: each takes a _STOP
+            running_threads = len(self._threads)
+        for _ in range(running_threads):
             self._calls.put(_STOP)
         express = self._express
         if express is not None:

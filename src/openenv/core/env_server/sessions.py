@@ -341,7 +341,8 @@ class SessionManager:
         single = getattr(self.env_class, "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
         # Threads start on demand: the pool only grows to as many sync calls as block at once.
         workers = 1 if single else config.max_threads
-        self.dispatcher = CallDispatcher(workers)
+        idle = config.thread_idle_s
+        self.dispatcher = CallDispatcher(workers, idle_timeout=idle if idle > 0 else None)
         self._reaper: asyncio.Task[None] | None = None
         self._id_prefix = worker_prefix()
         self._method_kinds: dict[tuple[type, str], bool] = {}
