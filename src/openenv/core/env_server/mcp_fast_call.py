@@ -25,6 +25,8 @@ try:
     from fastmcp.exceptions import ValidationError as ToolValidationError
     from fastmcp.server.context import Context
     from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
+    from fastmcp.server.providers.prefab_payload import payload_has_identities
+    from fastmcp.server.server import _validation_error_summary
     from fastmcp.server.transforms.visibility import apply_session_transforms, is_enabled
     from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
     from mcp.shared.exceptions import MCPError
@@ -57,6 +59,7 @@ def fast_path_supported(server: Any = None) -> bool:
         and isinstance(getattr(local, "_components", None), dict)
         and isinstance(getattr(local, "_transforms", None), list)
         and isinstance(getattr(probe, "_mask_error_details", None), bool)
+        and callable(getattr(probe, "_rebind_prefab_tool_names", None))
     )
 
 
@@ -128,24 +131,34 @@ class FastToolCaller:
             if not marked or not is_enabled(marked[0]):
                 return None
             try:
-                return await marked[0]._run(arguments)
+                result = await marked[0]._run(arguments)
             except Exception as exc:
                 mapped = _as_call_tool_raises(server, name, exc)
                 if mapped is exc:
                     raise
                 raise mapped from exc
+        if payload_has_identities(getattr(result, "structured_content", None)):
+            # A Prefab UI payload: `call_tool` re-addresses its tool references.
+            result = await server._rebind_prefab_tool_names(result)
+        return result
 
 
 def _as_call_tool_raises(server: Any, name: str, exc: Exception) -> Exception:
     """The exception `FastMCP.call_tool` raises (and logs) for `exc` raised by a tool's `_run`."""
     if isinstance(exc, ToolValidationError):
-        _logger.warning("Invalid arguments for tool %r", name)
+        cause = exc.__cause__
+        if isinstance(cause, PydanticValidationError):
+            _logger.warning(
+                "Invalid arguments for tool %r: %s", name, _validation_error_summary(cause)
+            )
+        else:
+            _logger.warning("Invalid arguments for tool %r", name)
         return exc
     if isinstance(exc, FastMCPError):
         _logger.log(exc.log_level, f"Error calling tool {name!r}", exc_info=False)
         return exc
     if isinstance(exc, PydanticValidationError):
-        _logger.warning("Invalid arguments for tool %r", name)
+        _logger.warning("Invalid arguments for tool %r: %s", name, _validation_error_summary(exc))
         return exc
     if isinstance(exc, MCPError) and exc.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
         return exc
