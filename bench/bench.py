@@ -890,6 +890,29 @@ TARGETS: dict[str, Target] = {
             "whatif_apps:echo_shared",
             "mcp",
         ),
+        # Before/after of issue 18 items 1-2, on today's code: every tool call through
+        # FastMCP.call_tool, and no session heap freezing (OPENENV_SESSION_GC_FREEZE=0).
+        Target(
+            "ours-echo-calltool",
+            "before: echo via FastMCP.call_tool",
+            "ours",
+            "whatif_apps:echo_calltool",
+            "mcp",
+        ),
+        Target(
+            "ours-echo-nofreeze",
+            "before: echo, no session freeze",
+            "ours",
+            "whatif_apps:echo_nofreeze",
+            "mcp",
+        ),
+        Target(
+            "ours-plain-nofreeze",
+            "before: plain, no session freeze",
+            "ours",
+            "whatif_apps:plain_nofreeze",
+            "plain",
+        ),
     )
 }
 DEFAULT_TARGETS = (
