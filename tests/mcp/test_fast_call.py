@@ -322,6 +322,8 @@ def test_call_tool_core_is_still_what_the_direct_path_reproduces() -> None:
     for needle in (
         "async with fastmcp.server.context.Context(fastmcp=self)",
         "self._compose_tool_call_interceptors(",
+        # Only fastmcp's own wire handler marks a client call; ours never does, on either path.
+        "with _dispatching_tool_call(), _extension_tool_call_scope(self):",
         "await self._rebind_prefab_tool_names(dispatched)",
         "tool: Tool | None = await self.get_tool(name, version=version)",
         "return await tool._run(arguments or {})",
