@@ -9,6 +9,7 @@ visibility rules, auth, a tracer, tools changed after the first call) goes throu
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable
 from importlib.metadata import version
@@ -80,6 +81,12 @@ def build_tools(mask_error_details: bool = False) -> FastMCP:
     @mcp.tool
     async def hide_echo(ctx: Context) -> str:
         await ctx.disable_components(names={"echo"})
+        return "hidden"
+
+    @mcp.tool
+    async def hide_echo_quietly(ctx: Context) -> str:
+        with contextlib.suppress(RuntimeError):  # the notification: no live MCP session
+            await ctx.disable_components(names={"echo"})
         return "hidden"
 
     return mcp
@@ -181,31 +188,23 @@ async def test_ctx_state_is_per_environment_on_the_direct_path(direct_calls: lis
     assert direct_calls == ["bump"] * 4
 
 
-async def test_session_visibility_rules_are_kept(
-    direct_calls: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Session rules need a client identity that in-process and OpenEnv JSON-RPC calls lack
-    # (`ctx.disable_components` fails the same way on both paths: the "hide_echo" case), so
-    # the rules fastmcp would read from session state are supplied here.
-    from fastmcp.server.dependencies import _background_task_session_id
-    from fastmcp.server.transforms import visibility
+async def test_session_visibility_rules_are_kept(direct_calls: list[str]) -> None:
+    # `ctx.disable_components` stores the session's rule, then fails to notify (no live MCP
+    # session in process); the rule holds all the same, on both paths.
+    async def run(env: MCPEnvironment, outcome: Any) -> list[tuple]:
+        return [
+            await outcome(env, "echo", {"message": "a"}),
+            await outcome(env, "hide_echo_quietly", {}),
+            await outcome(env, "echo", {"message": "a"}),
+            await outcome(CasesEnvironment(env.mcp_server), "echo", {"message": "a"}),
+        ]
 
-    hidden_for: set[str] = set()
-
-    async def session_rules(context: Any) -> list[Any]:
-        if _background_task_session_id.get() in hidden_for:
-            return [visibility.Visibility(False, names={"echo"})]
-        return []
-
-    monkeypatch.setattr(visibility, "get_session_transforms", session_rules)
-    env, other = CasesEnvironment(), CasesEnvironment()
-    assert (await env_outcome(env, "echo", {"message": "a"}))[0] == "ok"
-    hidden_for.add(env._tool_state_session)
-    hidden = await env_outcome(env, "echo", {"message": "a"})
-    assert hidden[:2] == ("error", "tool_not_found")
-    assert hidden == await reference_outcome(env, "echo", {"message": "a"})
-    assert (await env_outcome(other, "echo", {"message": "a"}))[0] == "ok"
-    assert direct_calls == ["echo", "echo"]
+    direct = await run(CasesEnvironment(), env_outcome)
+    assert [d[0] for d in direct] == ["ok", "ok", "error", "ok"]
+    assert direct[2][1] == "tool_not_found"
+    assert direct == await run(CasesEnvironment(), reference_outcome)
+    # The hidden call went through call_tool (session rules on); the other session's did not.
+    assert direct_calls == ["echo", "hide_echo_quietly", "echo"]
 
 
 async def test_server_disable_and_enable_take_effect_at_the_next_call(
@@ -344,3 +343,11 @@ def test_call_tool_core_is_still_what_the_direct_path_reproduces() -> None:
         "is_enabled(tools[0]) and await _component_auth_allows(tools[0])",
     ):
         assert needle in get_tool, needle
+
+
+async def test_session_rules_are_skipped_only_on_a_store_watched_from_its_start() -> None:
+    fresh = CasesEnvironment()
+    assert fresh.__dict__["_fast_caller"]._rules.possible is False
+    used = build_tools()
+    assert used._state_store is not None  # made before any watch: it may hold rules already
+    assert CasesEnvironment(used).__dict__["_fast_caller"]._rules.possible is True

@@ -183,6 +183,9 @@ class MCPEnvironment(Environment):
         self, mcp_server: FastMCP, transform: Transform | None = None, rubric: Any = None
     ) -> None:
         super().__init__(transform=transform, rubric=rubric)
+        # Before the first listing: it makes the server's state store, which the direct tool
+        # call watches from its creation (see mcp_fast_call.py).
+        self.__dict__["_fast_caller"] = FastToolCaller(mcp_server)
         _refuse_reserved_names({t.name for t in run_coroutine_sync(mcp_server.list_tools())})
         self.mcp_server = mcp_server
         self._mode: str | None = "simulation"

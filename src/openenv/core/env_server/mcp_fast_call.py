@@ -16,6 +16,7 @@ paths case by case; pyproject pins the fastmcp range they were checked against.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from fastmcp import FastMCP
@@ -60,7 +61,47 @@ def fast_path_supported(server: Any = None) -> bool:
         and isinstance(getattr(local, "_transforms", None), list)
         and isinstance(getattr(probe, "_mask_error_details", None), bool)
         and callable(getattr(probe, "_rebind_prefab_tool_names", None))
+        and hasattr(probe, "_FastMCP__state_store")
+        and hasattr(probe, "_state_storage")
     )
+
+
+class _RulesWatch:
+    """Whether session visibility rules may exist on a server: they are only ever written through
+    its state store's `put` / `delete`, which this watches from the moment the store is made."""
+
+    def __init__(self, server: Any) -> None:
+        # A store given by the user (shared, maybe written elsewhere) or made before the watch
+        # may already hold rules: those servers look them up on every call, as call_tool does.
+        self.possible = True
+        if server._FastMCP__state_store is None and server._state_storage is None:
+            store = server._state_store  # made now, empty, by fastmcp's own property
+            self.possible = False
+            self._watch(store, "put")
+            self._watch(store, "delete")
+
+    def _watch(self, store: Any, method: str) -> None:
+        original = getattr(store, method)
+
+        async def watched(*args: Any, **kwargs: Any) -> Any:
+            key = kwargs.get("key", args[0] if args else None)
+            if not isinstance(key, str) or key.endswith(_RULES_KEY_SUFFIX):
+                self.possible = True  # before the write: a concurrent call errs on the safe side
+            return await original(*args, **kwargs)
+
+        setattr(store, method, watched)
+
+
+#: The state-store key suffix of fastmcp's session visibility rules (`_visibility_rules_key`).
+_RULES_KEY_SUFFIX = ":_visibility_rules"
+_rules_watches: weakref.WeakKeyDictionary[Any, _RulesWatch] = weakref.WeakKeyDictionary()
+
+
+def _rules_watch(server: Any) -> _RulesWatch:
+    watch = _rules_watches.get(server)
+    if watch is None:
+        watch = _rules_watches[server] = _RulesWatch(server)
+    return watch
 
 
 def _tracing_installed() -> bool:
@@ -81,6 +122,7 @@ class FastToolCaller:
         self._fingerprint: tuple[Any, ...] | None = None
         self._eligible = False
         self._tools: dict[str, Any] = {}
+        self._rules = _rules_watch(server) if self._supported else None
 
     def _current_fingerprint(self) -> tuple[Any, ...]:
         server: Any = self.server
@@ -127,7 +169,10 @@ class FastToolCaller:
         then asks `call_tool`, which also falls back to an older enabled version)."""
         server: Any = self.server
         async with Context(fastmcp=server):
-            marked = await apply_session_transforms([tool])
+            # Session rules are looked up in the state store (~40 µs); none can exist until
+            # something writes them.
+            possible = self._rules is None or self._rules.possible
+            marked = await apply_session_transforms([tool]) if possible else [tool]
             if not marked or not is_enabled(marked[0]):
                 return None
             try:
