@@ -60,6 +60,44 @@ def install_gc_stats() -> None:
     atexit.register(report)
 
 
+GC_STATS_PATH = "/tmp/bench-gc-{pid}.json"
+
+
+def install_gc_stats_file() -> None:
+    """Running garbage-collection totals per generation, written to GC_STATS_PATH now and on
+    every SIGUSR2 (bench.py reads them before and after each load run); `max_s` is the longest
+    pause since the previous write."""
+    import time
+
+    stats = {g: {"count": 0, "total_s": 0.0, "max_s": 0.0} for g in range(3)}
+    started = [0.0]
+    seq = [0]
+    path = GC_STATS_PATH.format(pid=os.getpid())
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+            return
+        took = time.perf_counter() - started[0]
+        s = stats[info["generation"]]
+        s["count"] += 1
+        s["total_s"] += took
+        s["max_s"] = max(s["max_s"], took)
+
+    def write(*_: object) -> None:
+        seq[0] += 1
+        data = {"seq": seq[0], "gens": {str(g): dict(v) for g, v in stats.items()}}
+        for v in stats.values():
+            v["max_s"] = 0.0
+        with open(path + ".tmp", "w") as fh:
+            json.dump(data, fh)
+        os.replace(path + ".tmp", path)
+
+    gc.callbacks.append(callback)
+    signal.signal(signal.SIGUSR2, write)
+    write()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("app", help="MODULE:ATTR of an ASGI app")
@@ -73,6 +111,11 @@ def main() -> None:
         "--gc-stats",
         action="store_true",
         help="print garbage-collection counts and pauses per generation at exit",
+    )
+    parser.add_argument(
+        "--gc-stats-file",
+        action="store_true",
+        help=f"keep collection totals, written to {GC_STATS_PATH} on SIGUSR2 (bench.py uses it)",
     )
     parser.add_argument(
         "--gc-threshold",
@@ -103,6 +146,8 @@ def main() -> None:
         gc.freeze()
     if args.gc_stats:
         install_gc_stats()
+    if args.gc_stats_file:
+        install_gc_stats_file()
     if args.tracemalloc:
         counter = [0]
 

@@ -623,6 +623,7 @@ def _run_load(
             release.set()
             go.set()
             return {"ok": False, "na": failed[0].get("na", False), "error": failed[0]["error"]}
+        gc0 = gc_snapshot(server_pid)
         cpu0 = proc_cpu_seconds(server_pid) if server_pid else None
         t0 = time.perf_counter()
         go.set()
@@ -631,6 +632,7 @@ def _run_load(
         )
         t1 = time.perf_counter()
         cpu1 = proc_cpu_seconds(server_pid) if server_pid else None
+        gc1 = gc_snapshot(server_pid)
         release.set()
     finally:
         release.set()
@@ -655,7 +657,41 @@ def _run_load(
     if cpu0 is not None and cpu1 is not None and steps:
         out["server_cpu_us_per_step"] = (cpu1 - cpu0) / steps * 1e6
         out["server_cpu_pct"] = (cpu1 - cpu0) / (t1 - t0) * 100
+    if gc0 is not None and gc1 is not None:
+        out["gc"] = {
+            gen: {
+                "count": gc1[gen]["count"] - gc0[gen]["count"],
+                "ms": (gc1[gen]["total_s"] - gc0[gen]["total_s"]) * 1000,
+                "max_ms": gc1[gen]["max_s"] * 1000,
+            }
+            for gen in ("0", "1", "2")
+        }
     return out
+
+
+def gc_snapshot(server_pid: int | None, timeout: float = 3.0) -> dict[str, Any] | None:
+    """The server's collection totals per generation, from a server started by `_serve.py
+    --gc-stats-file` (SIGUSR2 makes it write them); None for other servers."""
+    if not server_pid:
+        return None
+    path = f"/tmp/bench-gc-{server_pid}.json"
+    try:
+        with open(path) as fh:
+            seq = json.load(fh)["seq"]
+        os.kill(server_pid, signal.SIGUSR2)
+    except (OSError, ValueError, KeyError):
+        return None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+            if data["seq"] > seq:
+                return data["gens"]
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.005)
+    return None
 
 
 def measure_ws(
@@ -854,6 +890,29 @@ TARGETS: dict[str, Target] = {
             "whatif_apps:echo_shared",
             "mcp",
         ),
+        # Before/after of issue 18 items 1-2, on today's code: every tool call through
+        # FastMCP.call_tool, and no session heap freezing (OPENENV_SESSION_GC_FREEZE=0).
+        Target(
+            "ours-echo-calltool",
+            "before: echo via FastMCP.call_tool",
+            "ours",
+            "whatif_apps:echo_calltool",
+            "mcp",
+        ),
+        Target(
+            "ours-echo-nofreeze",
+            "before: echo, no session freeze",
+            "ours",
+            "whatif_apps:echo_nofreeze",
+            "mcp",
+        ),
+        Target(
+            "ours-plain-nofreeze",
+            "before: plain, no session freeze",
+            "ours",
+            "whatif_apps:plain_nofreeze",
+            "plain",
+        ),
     )
 }
 DEFAULT_TARGETS = (
@@ -960,6 +1019,7 @@ class Server:
             "--uvicorn-json",
             json.dumps(options),
             *(["--cpus", ",".join(map(str, cpus))] if cpus else []),
+            "--gc-stats-file",
             *(extra_args or []),
         ]
         self.log_path = os.path.join(log_dir, f"{target.key}-{self.port}.log")
@@ -998,6 +1058,8 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        with contextlib.suppress(OSError):
+            os.remove(f"/tmp/bench-gc-{self.pid}.json")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1119,10 +1181,10 @@ def _fmt(value: Any, spec: str = ",.0f") -> str:
 
 def _load_cells(r: dict[str, Any] | None) -> list[str]:
     if not r:
-        return ["-"] * 7
+        return ["-"] * 8
     if not r.get("ok"):
         text = "n/a" if r.get("na") else "error"
-        return [text, "", "", "", "", "", (r.get("error") or "")[:60]]
+        return [text, "", "", "", "", "", "", (r.get("error") or "")[:60]]
     runs = r.get("runs") or []
     notes = []
     if r.get("errors"):
@@ -1136,8 +1198,17 @@ def _load_cells(r: dict[str, Any] | None) -> list[str]:
         _fmt(r.get("server_cpu_us_per_step"), ",.1f"),
         _fmt(r.get("server_cpu_pct")),
         _fmt(r.get("client_cpu_pct")),
+        _gc_cell(r.get("gc")),
         "; ".join(notes),
     ]
+
+
+def _gc_cell(gc_stats: dict[str, Any] | None) -> str:
+    """Full (gen2) collections during the run: how many, their total and longest pause."""
+    if not gc_stats:
+        return "-"
+    full = gc_stats["2"]
+    return f"{full['count']} / {full['ms']:,.0f} / {full['max_ms']:,.0f}"
 
 
 LOAD_COLUMNS = (
@@ -1147,6 +1218,7 @@ LOAD_COLUMNS = (
     "srv CPU µs/step",
     "srv CPU %",
     "client CPU %",
+    "full GCs n / ms / max ms",
     "notes",
 )
 
@@ -1164,7 +1236,7 @@ def render(console: Any, results: dict[str, dict[str, Any]], labels: dict[str, s
         table.add_column(col, justify="left" if col == "notes" else "right")
     for key, res in results.items():
         if "failure" in res:
-            table.add_row(labels[key], "-", "failed", *[""] * 5, res["failure"][:60])
+            table.add_row(labels[key], "-", "failed", *[""] * 6, res["failure"][:60])
         rows = []
         if "ws_seq" in res:
             rows.append(("WS, 1 session", res["ws_seq"]))
@@ -1394,6 +1466,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--repeat", type=int, default=2, help="runs of each load measurement; the best is reported"
     )
+    p.add_argument(
+        "--levels",
+        default=",".join(map(str, CONCURRENCY_LEVELS)),
+        help="sessions stepping at once in the concurrent phase, comma-separated "
+        "(e.g. 1,8,64,256,1024)",
+    )
     p.add_argument("--idle-sessions", type=int, default=10000, help="idle sessions to open")
     p.add_argument(
         "--idle-timeout",
@@ -1443,6 +1521,8 @@ def main(argv: list[str] | None = None) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     args = parse_args(argv)
+    global CONCURRENCY_LEVELS
+    CONCURRENCY_LEVELS = tuple(sorted({int(n) for n in args.levels.split(",") if n}))
     console = Console()
     if not console.is_terminal:
         console = Console(width=170)

@@ -11,6 +11,10 @@ in `--only` (targets `ours-plain-onloop`, `ours-echo-direct`, `ours-echo-shared`
   middleware, auth and visibility checks, telemetry spans and a Context on every call.
 - `echo_shared`: the echo environment with one FastMCP server (its tools are stateless) shared by
   every session instead of one built per session (idle memory per session).
+- `echo_calltool`: the echo environment with every tool call through `FastMCP.call_tool`, as
+  before the direct call of `mcp_fast_call.py` (issue 18 item 1, before/after).
+- `echo_nofreeze`, `plain_nofreeze`: the servers without the session heap freezing of
+  `session_gc.py` (`OPENENV_SESSION_GC_FREEZE=0`; issue 18 item 2, before/after).
 """
 
 from __future__ import annotations
@@ -84,6 +88,11 @@ class DirectEchoEnvironment(EchoEnvironment):
             raise classify_tool_exception(name, exc) from exc
 
 
+class CallToolEchoEnvironment(EchoEnvironment):
+    async def _call_server_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        return await self.mcp_server.call_tool(name, arguments)
+
+
 _SHARED_TOOLS = _build_tools()
 
 
@@ -107,4 +116,25 @@ plain_onloop = create_app(
     max_concurrent_envs=MAX_ENVS,
 )
 echo_direct = _echo_app(DirectEchoEnvironment)
+echo_calltool = _echo_app(CallToolEchoEnvironment)
+
+
+def _without_session_freeze(build: Any) -> Any:
+    os.environ["OPENENV_SESSION_GC_FREEZE"] = "0"  # read when the app's SessionManager is made
+    try:
+        return build()
+    finally:
+        del os.environ["OPENENV_SESSION_GC_FREEZE"]
+
+
+echo_nofreeze = _without_session_freeze(lambda: _echo_app(EchoEnvironment))
+plain_nofreeze = _without_session_freeze(
+    lambda: create_app(
+        PlainEnvironment,
+        PlainAction,
+        PlainObservation,
+        env_name="plain_env",
+        max_concurrent_envs=MAX_ENVS,
+    )
+)
 echo_shared = _echo_app(SharedEchoEnvironment)

@@ -48,6 +48,8 @@ def test_bench_compares_our_plain_env_with_the_floor(tmp_path: Path) -> None:
         seq = report_data["results"][key]["ws_seq"]
         assert seq["ok"] and seq["errors"] == 0 and seq["steps"] > 0, seq
         assert 0 < seq["p50_us"] <= seq["p99_us"]
+        # Started servers report their collections during the run, per generation.
+        assert sorted(seq["gc"]) == ["0", "1", "2"] and seq["gc"]["2"]["count"] >= 0
     names = [target["name"] for target in report_data["targets"]]
     assert "plain step p50 (sequential WS): ours / floor" in names
 

@@ -30,6 +30,7 @@ from ...sandbox import Sandbox, SandboxError
 from ..errors import InvalidActionError
 from .code_mode import CodeModeLimits, compat_metadata, run_code
 from .interfaces import Environment, Transform
+from .mcp_fast_call import FastToolCaller
 from .mcp_types import (
     RESERVED_TOOL_NAMES,
     CallToolAction,
@@ -182,6 +183,9 @@ class MCPEnvironment(Environment):
         self, mcp_server: FastMCP, transform: Transform | None = None, rubric: Any = None
     ) -> None:
         super().__init__(transform=transform, rubric=rubric)
+        # Before the first listing: it makes the server's state store, which the direct tool
+        # call watches from its creation (see mcp_fast_call.py).
+        self.__dict__["_fast_caller"] = FastToolCaller(mcp_server)
         _refuse_reserved_names({t.name for t in run_coroutine_sync(mcp_server.list_tools())})
         self.mcp_server = mcp_server
         self._mode: str | None = "simulation"
@@ -311,7 +315,7 @@ class MCPEnvironment(Environment):
             else:
                 if not self._reserved_checked:
                     await self._server_tools()
-                call = self.mcp_server.call_tool(name, arguments)
+                call = self._call_server_tool(name, arguments)
             if _timeout is not None:
                 async with _timeout(limit):
                     return await call
@@ -325,6 +329,19 @@ class MCPEnvironment(Environment):
         finally:
             if token is not None and _state_session is not None:
                 _state_session.reset(token)
+
+    async def _call_server_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """`FastMCP.call_tool`, or its direct equivalent when the server allows it."""
+        server = self.mcp_server
+        fast = self.__dict__.get("_fast_caller")
+        if fast is None or fast.server is not server:
+            fast = self.__dict__["_fast_caller"] = FastToolCaller(server)
+        tool = await fast.resolve(name)
+        if tool is not None:
+            result = await fast.call(tool, name, arguments)
+            if result is not None:
+                return result
+        return await server.call_tool(name, arguments)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None = None, timeout_s: float | None = None

@@ -47,6 +47,7 @@ from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides
 from .metrics import ServerMetrics, make_tracer
 from .rewards import reset_rubric, score_step
+from .session_gc import SessionHeapFreezer
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
 
@@ -314,6 +315,8 @@ class SessionManager:
             )
         self.factory = factory
         self.factory_name = factory_name(factory)
+        #: Keeps live sessions' objects out of full garbage collections (session_gc.py).
+        self.heap_freezer = SessionHeapFreezer()
         self.env_class = factory_class(factory)
         self.config = config
         safe = getattr(self.env_class, "SUPPORTS_CONCURRENT_SESSIONS", None)
@@ -394,6 +397,7 @@ class SessionManager:
         self.sessions[session.id] = session
         if self.metrics is not None:
             self.metrics.session_opened(transport)
+        self.heap_freezer.opened(len(self.sessions))
         return session
 
     async def _acquire_slot(self, timeout: float) -> None:
@@ -491,6 +495,7 @@ class SessionManager:
                     if not fut.done():
                         fut.cancel()
             self.slots.release()
+            self.heap_freezer.closed(len(self.sessions))
 
     async def _close_env(self, session: Session) -> None:
         env, session.env = session.env, None

@@ -1,0 +1,218 @@
+"""A direct tool call for `MCPEnvironment`, used only where it provably equals `FastMCP.call_tool`.
+
+`FastMCP.call_tool` costs ~5x the tool itself on every step even with nothing configured: it
+builds a middleware chain (the default `DereferenceRefsMiddleware` only touches listings), looks
+the tool up across providers in an anyio TaskGroup, and opens an OpenTelemetry span. When the
+server has no middleware that could see a call, no extension interceptors, no transforms, no
+other providers, no auth on the tool and no tracer installed, the call reduces to what
+`call_tool` does at its core: a `Context`, session visibility rules, `tool._run(arguments)` and
+its exception mapping. Anything else, or a change to any of it, takes `call_tool` again.
+
+It reads fastmcp internals (`_local_provider`, `_components`, `_transforms`, `_extensions`),
+checked by `fast_path_supported()` and by tests/mcp/test_fast_call.py, which compares the two
+paths case by case; pyproject pins the fastmcp range they were checked against.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+from fastmcp import FastMCP
+
+try:
+    from fastmcp.exceptions import FastMCPError, ToolError
+    from fastmcp.exceptions import ValidationError as ToolValidationError
+    from fastmcp.server.context import Context
+    from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
+    from fastmcp.server.providers.prefab_payload import payload_has_identities
+    from fastmcp.server.server import _validation_error_summary
+    from fastmcp.server.transforms.visibility import apply_session_transforms, is_enabled
+    from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
+    from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, get_tracer_provider
+    from pydantic import ValidationError as PydanticValidationError
+
+    _IMPORTED = True
+except ImportError:  # pragma: no cover (a fastmcp outside the pinned range: always call_tool)
+    _IMPORTED = False
+
+#: Middleware that only acts on listings, so a call through it equals a call without it.
+_CALL_NEUTRAL_MIDDLEWARE: tuple[type, ...] = (DereferenceRefsMiddleware,) if _IMPORTED else ()
+
+# The logger `FastMCP.call_tool` reports tool failures on, so logs read the same on both paths.
+_logger = logging.getLogger("fastmcp.server.server")
+
+
+def fast_path_supported(server: Any = None) -> bool:
+    """Whether this fastmcp has the internals the direct call reads (on `server`, if given)."""
+    if not _IMPORTED:
+        return False
+    probe = server if server is not None else FastMCP("probe")
+    local = getattr(probe, "_local_provider", None)
+    return (
+        isinstance(getattr(probe, "middleware", None), list)
+        and isinstance(getattr(probe, "providers", None), list)
+        and isinstance(getattr(probe, "_transforms", None), list)
+        and isinstance(getattr(probe, "_extensions", None), dict)
+        and isinstance(getattr(local, "_components", None), dict)
+        and isinstance(getattr(local, "_transforms", None), list)
+        and isinstance(getattr(probe, "_mask_error_details", None), bool)
+        and callable(getattr(probe, "_rebind_prefab_tool_names", None))
+        and hasattr(probe, "_FastMCP__state_store")
+        and hasattr(probe, "_state_storage")
+    )
+
+
+class _RulesWatch:
+    """Whether session visibility rules may exist on a server: they are only ever written through
+    its state store's `put` / `delete`, which this watches from the moment the store is made."""
+
+    def __init__(self, server: Any) -> None:
+        # A store given by the user (shared, maybe written elsewhere) or made before the watch
+        # may already hold rules: those servers look them up on every call, as call_tool does.
+        self.possible = True
+        if server._FastMCP__state_store is None and server._state_storage is None:
+            store = server._state_store  # made now, empty, by fastmcp's own property
+            self.possible = False
+            self._watch(store, "put")
+            self._watch(store, "delete")
+
+    def _watch(self, store: Any, method: str) -> None:
+        original = getattr(store, method)
+
+        async def watched(*args: Any, **kwargs: Any) -> Any:
+            key = kwargs.get("key", args[0] if args else None)
+            if not isinstance(key, str) or key.endswith(_RULES_KEY_SUFFIX):
+                self.possible = True  # before the write: a concurrent call errs on the safe side
+            return await original(*args, **kwargs)
+
+        setattr(store, method, watched)
+
+
+#: The state-store key suffix of fastmcp's session visibility rules (`_visibility_rules_key`).
+_RULES_KEY_SUFFIX = ":_visibility_rules"
+_rules_watches: weakref.WeakKeyDictionary[Any, _RulesWatch] = weakref.WeakKeyDictionary()
+
+
+def _rules_watch(server: Any) -> _RulesWatch:
+    watch = _rules_watches.get(server)
+    if watch is None:
+        watch = _rules_watches[server] = _RulesWatch(server)
+    return watch
+
+
+def _tracing_installed() -> bool:
+    return not isinstance(get_tracer_provider(), (ProxyTracerProvider, NoOpTracerProvider))
+
+
+class FastToolCaller:
+    """Per environment: the tools resolved for the direct call, dropped when the server changes.
+
+    The server's configuration is compared by identity on every call (a tuple of its middleware,
+    providers, transforms and registered components), so adding, removing or replacing a tool,
+    a middleware, a transform (`enable`/`disable`) or an extension is seen at the next call.
+    """
+
+    def __init__(self, server: FastMCP) -> None:
+        self.server = server
+        self._supported = fast_path_supported(server)
+        self._fingerprint: tuple[Any, ...] | None = None
+        self._eligible = False
+        self._tools: dict[str, Any] = {}
+        self._rules = _rules_watch(server) if self._supported else None
+
+    def _current_fingerprint(self) -> tuple[Any, ...]:
+        server: Any = self.server
+        local = server._local_provider
+        return (
+            tuple(server.middleware),
+            tuple(server.providers),
+            tuple(server._transforms),
+            tuple(server._extensions),
+            tuple(local._transforms),
+            tuple(local._components.values()),
+        )
+
+    def _server_eligible(self) -> bool:
+        server: Any = self.server
+        return (
+            type(server) is FastMCP
+            and all(type(m) in _CALL_NEUTRAL_MIDDLEWARE for m in server.middleware)
+            and server.providers == [server._local_provider]
+            and not server._transforms
+            and not server._extensions
+            and not server._local_provider._transforms
+        )
+
+    async def resolve(self, name: str) -> Any:
+        """The tool to call directly, or None when this call must go through `call_tool`."""
+        if not self._supported or _tracing_installed():
+            return None
+        fingerprint = self._current_fingerprint()
+        if fingerprint != self._fingerprint:
+            self._fingerprint = fingerprint
+            self._eligible = self._server_eligible()
+            self._tools.clear()
+        if not self._eligible:
+            return None
+        if name not in self._tools:
+            # Unknown names and tools with their own auth check keep `call_tool`.
+            tool = await self.server._local_provider.get_tool(name)
+            self._tools[name] = tool if tool is not None and tool.auth is None else None
+        return self._tools[name]
+
+    async def call(self, tool: Any, name: str, arguments: dict[str, Any]) -> Any:
+        """Run `tool` as `FastMCP.call_tool` would; `None` if session rules hide it (the caller
+        then asks `call_tool`, which also falls back to an older enabled version)."""
+        server: Any = self.server
+        async with Context(fastmcp=server):
+            # Session rules are looked up in the state store (~40 µs); none can exist until
+            # something writes them.
+            possible = self._rules is None or self._rules.possible
+            marked = await apply_session_transforms([tool]) if possible else [tool]
+            if not marked or not is_enabled(marked[0]):
+                return None
+            try:
+                result = await marked[0]._run(arguments)
+            except Exception as exc:
+                mapped = _as_call_tool_raises(server, name, exc)
+                if mapped is exc:
+                    raise
+                raise mapped from exc
+        if payload_has_identities(getattr(result, "structured_content", None)):
+            # A Prefab UI payload: `call_tool` re-addresses its tool references.
+            result = await server._rebind_prefab_tool_names(result)
+        return result
+
+
+def _as_call_tool_raises(server: Any, name: str, exc: Exception) -> Exception:
+    """The exception `FastMCP.call_tool` raises (and logs) for `exc` raised by a tool's `_run`."""
+    if isinstance(exc, ToolValidationError):
+        cause = exc.__cause__
+        if isinstance(cause, PydanticValidationError):
+            _logger.warning(
+                "Invalid arguments for tool %r: %s", name, _validation_error_summary(cause)
+            )
+        else:
+            _logger.warning("Invalid arguments for tool %r", name)
+        return exc
+    if isinstance(exc, FastMCPError):
+        _logger.log(exc.log_level, f"Error calling tool {name!r}", exc_info=False)
+        return exc
+    if isinstance(exc, PydanticValidationError):
+        _logger.warning("Invalid arguments for tool %r: %s", name, _validation_error_summary(exc))
+        return exc
+    if isinstance(exc, MCPError) and exc.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+        return exc
+    status_code = get_http_status_code(exc)
+    _logger.error(f"Error calling tool {name!r}", exc_info=status_code is None)
+    if status_code == 429:
+        return ToolError("Rate limited by upstream API, please retry later")
+    if is_timeout_error(exc):
+        return ToolError("Upstream request timed out, please retry")
+    if server._mask_error_details:
+        return ToolError(f"Error calling tool {name!r}")
+    return ToolError(f"Error calling tool {name!r}: {exc}")

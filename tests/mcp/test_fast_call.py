@@ -1,0 +1,353 @@
+"""The direct tool call of `MCPEnvironment` (mcp_fast_call.py) against `FastMCP.call_tool`.
+
+Every case runs twice on fresh servers built the same way: once as the environment calls it (the
+direct path where allowed) and once through `FastMCP.call_tool`, and the outcomes must match:
+result payload, error type and message. Other tests check that the direct path is really taken
+where it may be, and that whatever it cannot reproduce (user middleware, server or session
+visibility rules, auth, a tracer, tools changed after the first call) goes through `call_tool`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable
+from importlib.metadata import version
+from typing import Any
+
+import pytest
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.server.middleware import Middleware
+from packaging.version import Version
+from pydantic import BaseModel
+
+from openenv.core.env_server import mcp_fast_call
+from openenv.core.env_server.mcp_environment import (
+    MCPEnvironment,
+    ToolCallFailed,
+    classify_tool_exception,
+    tool_result_payload,
+)
+from openenv.core.env_server.mcp_fast_call import FastToolCaller, fast_path_supported
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+def build_tools(mask_error_details: bool = False) -> FastMCP:
+    mcp = FastMCP("cases", mask_error_details=mask_error_details)
+
+    @mcp.tool
+    async def echo(message: str) -> str:
+        return message
+
+    @mcp.tool
+    def sync_add(a: int, b: int = 2) -> int:
+        return a + b
+
+    @mcp.tool
+    async def as_dict(message: str) -> dict:
+        return {"message": message, "length": len(message)}
+
+    @mcp.tool
+    async def as_model(x: int) -> Point:
+        return Point(x=x, y=-x)
+
+    @mcp.tool
+    async def as_list(n: int) -> list[int]:
+        return list(range(n))
+
+    @mcp.tool
+    async def nothing() -> None:
+        return None
+
+    @mcp.tool
+    async def fails(message: str) -> str:
+        raise ValueError(f"bad: {message}")
+
+    @mcp.tool
+    async def tool_error() -> str:
+        raise ToolError("told the model so")
+
+    @mcp.tool
+    async def bump(ctx: Context) -> str:
+        count = (await ctx.get_state("count") or 0) + 1
+        await ctx.set_state("count", count)
+        return str(count)
+
+    @mcp.tool
+    async def hide_echo(ctx: Context) -> str:
+        await ctx.disable_components(names={"echo"})
+        return "hidden"
+
+    @mcp.tool
+    async def hide_echo_quietly(ctx: Context) -> str:
+        with contextlib.suppress(RuntimeError):  # the notification: no live MCP session
+            await ctx.disable_components(names={"echo"})
+        return "hidden"
+
+    return mcp
+
+
+class CasesEnvironment(MCPEnvironment):
+    def __init__(self, server: FastMCP | None = None) -> None:
+        super().__init__(server or build_tools())
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Any:
+        return None
+
+    @property
+    def state(self) -> Any:
+        return None
+
+
+@pytest.fixture
+def direct_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the tools that ran on the direct path."""
+    calls: list[str] = []
+    original = FastToolCaller.call
+
+    async def spy(self: FastToolCaller, tool: Any, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            result = await original(self, tool, name, arguments)
+        except Exception:
+            calls.append(name)
+            raise
+        if result is not None:
+            calls.append(name)
+        return result
+
+    monkeypatch.setattr(FastToolCaller, "call", spy)
+    return calls
+
+
+async def _outcome(call: Callable[[], Any], name: str) -> tuple[Any, ...]:
+    try:
+        result = await call()
+    except Exception as exc:
+        failed = classify_tool_exception(name, exc)
+        return ("error", failed.error_type, failed.message)
+    return ("ok", tool_result_payload(result))
+
+
+async def env_outcome(env: MCPEnvironment, name: str, arguments: dict[str, Any]) -> tuple:
+    return await _outcome(lambda: env.call_tool_raw(name, arguments), name)
+
+
+async def reference_outcome(env: MCPEnvironment, name: str, arguments: dict[str, Any]) -> tuple:
+    """What `call_tool_raw` answered before the direct path: `FastMCP.call_tool`, classified."""
+    from openenv.core.env_server.mcp_environment import _state_session
+
+    assert _state_session is not None
+    token = _state_session.set(env._tool_state_session)
+    try:
+        return await _outcome(lambda: env.mcp_server.call_tool(name, arguments), name)
+    finally:
+        _state_session.reset(token)
+
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("echo", {"message": "hi"}),
+    ("echo", {"message": 3}),  # coerced or refused exactly as call_tool does
+    ("echo", {}),
+    ("echo", {"message": "hi", "extra": 1}),
+    ("sync_add", {"a": 1}),
+    ("sync_add", {"a": "x"}),
+    ("as_dict", {"message": "four"}),
+    ("as_model", {"x": 5}),
+    ("as_list", {"n": 3}),
+    ("nothing", {}),
+    ("fails", {"message": "m"}),
+    ("tool_error", {}),
+    ("hide_echo", {}),
+    ("missing_tool", {}),
+]
+
+
+@pytest.mark.parametrize("mask", [False, True], ids=["details", "masked"])
+@pytest.mark.parametrize(
+    ("name", "arguments"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
+)
+async def test_direct_path_answers_as_call_tool_does(
+    name: str, arguments: dict[str, Any], mask: bool, direct_calls: list[str]
+) -> None:
+    direct = await env_outcome(CasesEnvironment(build_tools(mask)), name, arguments)
+    reference = await reference_outcome(CasesEnvironment(build_tools(mask)), name, arguments)
+    assert direct == reference
+    # Every known tool ran on the direct path (a failing tool included); unknown ones did not.
+    assert direct_calls == ([] if name == "missing_tool" else [name])
+
+
+async def test_ctx_state_is_per_environment_on_the_direct_path(direct_calls: list[str]) -> None:
+    one, two = CasesEnvironment(), CasesEnvironment()
+    answers = [await env_outcome(env, "bump", {}) for env in (one, one, two, one)]
+    assert [a[1]["data"] for a in answers] == ["1", "2", "1", "3"]
+    assert direct_calls == ["bump"] * 4
+
+
+async def test_session_visibility_rules_are_kept(direct_calls: list[str]) -> None:
+    # `ctx.disable_components` stores the session's rule, then fails to notify (no live MCP
+    # session in process); the rule holds all the same, on both paths.
+    async def run(env: MCPEnvironment, outcome: Any) -> list[tuple]:
+        return [
+            await outcome(env, "echo", {"message": "a"}),
+            await outcome(env, "hide_echo_quietly", {}),
+            await outcome(env, "echo", {"message": "a"}),
+            await outcome(CasesEnvironment(env.mcp_server), "echo", {"message": "a"}),
+        ]
+
+    direct = await run(CasesEnvironment(), env_outcome)
+    assert [d[0] for d in direct] == ["ok", "ok", "error", "ok"]
+    assert direct[2][1] == "tool_not_found"
+    assert direct == await run(CasesEnvironment(), reference_outcome)
+    # The hidden call went through call_tool (session rules on); the other session's did not.
+    assert direct_calls == ["echo", "hide_echo_quietly", "echo"]
+
+
+async def test_server_disable_and_enable_take_effect_at_the_next_call(
+    direct_calls: list[str],
+) -> None:
+    server = build_tools()
+    env = CasesEnvironment(server)
+    assert (await env_outcome(env, "echo", {"message": "a"}))[0] == "ok"
+    server.disable(names={"echo"})
+    assert (await env_outcome(env, "echo", {"message": "a"}))[:2] == ("error", "tool_not_found")
+    server.enable(names={"echo"})
+    assert (await env_outcome(env, "echo", {"message": "b"}))[1]["data"] == "b"
+    # With visibility transforms on the server, calls go through call_tool.
+    assert direct_calls == ["echo"]
+
+
+async def test_tools_added_removed_or_replaced_later_are_seen(direct_calls: list[str]) -> None:
+    server = build_tools()
+    env = CasesEnvironment(server)
+    assert (await env_outcome(env, "echo", {"message": "a"}))[1]["data"] == "a"
+
+    @server.tool
+    async def late(n: int) -> int:
+        return n * 10
+
+    assert (await env_outcome(env, "late", {"n": 2}))[1]["data"] == 20
+    server.local_provider.remove_tool("echo")
+    assert (await env_outcome(env, "echo", {"message": "a"}))[:2] == ("error", "tool_not_found")
+
+    @server.tool(name="echo")
+    async def shout(message: str) -> str:
+        return message.upper()
+
+    assert (await env_outcome(env, "echo", {"message": "a"}))[1]["data"] == "A"
+    assert direct_calls == ["echo", "late", "echo"]
+
+
+class Recorder(Middleware):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+        self.seen.append(context.message.name)
+        return await call_next(context)
+
+
+async def test_user_middleware_sees_every_call(direct_calls: list[str]) -> None:
+    server = build_tools()
+    env = CasesEnvironment(server)
+    await env_outcome(env, "echo", {"message": "a"})
+    recorder = Recorder()
+    server.add_middleware(recorder)
+    await env_outcome(env, "echo", {"message": "b"})
+    await env_outcome(env, "fails", {"message": "c"})
+    assert recorder.seen == ["echo", "fails"]
+    assert direct_calls == ["echo"]
+
+
+async def test_tools_with_auth_go_through_call_tool(direct_calls: list[str]) -> None:
+    server = build_tools()
+
+    def allow_all(ctx: Any) -> bool:
+        return True
+
+    @server.tool(auth=allow_all)
+    async def guarded() -> str:
+        return "in"
+
+    env = CasesEnvironment(server)
+    assert (await env_outcome(env, "guarded", {}))[1]["data"] == "in"
+    assert direct_calls == []
+
+
+async def test_an_installed_tracer_sends_calls_through_call_tool(
+    direct_calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stands in for an OpenTelemetry SDK provider: only its type is looked at.
+    monkeypatch.setattr(mcp_fast_call, "get_tracer_provider", lambda: object())
+    env = CasesEnvironment()
+    assert (await env_outcome(env, "echo", {"message": "a"}))[1]["data"] == "a"
+    assert direct_calls == []
+
+
+async def test_timeouts_still_apply_on_the_direct_path(direct_calls: list[str]) -> None:
+    server = build_tools()
+
+    @server.tool
+    async def slow() -> str:
+        import asyncio
+
+        await asyncio.sleep(5)
+        return "late"
+
+    env = CasesEnvironment(server)
+    with pytest.raises(ToolCallFailed) as failed:
+        await env.call_tool_raw("slow", {}, timeout_s=0.05)
+    assert failed.value.error_type == "timeout"
+
+
+# -- the fastmcp internals the direct path reads -------------------------------------------
+
+
+def test_installed_fastmcp_is_in_the_checked_range() -> None:
+    assert Version("4.1") <= Version(version("fastmcp")) < Version("4.2")
+    assert fast_path_supported()
+
+
+def test_call_tool_core_is_still_what_the_direct_path_reproduces() -> None:
+    """Fails when fastmcp changes the code the direct path mirrors: read mcp_fast_call.py's
+    `FastToolCaller.call` and `_as_call_tool_raises` against the new `call_tool` before
+    widening the pinned range."""
+    call_tool = inspect.getsource(FastMCP.call_tool)
+    get_tool = inspect.getsource(FastMCP.get_tool)
+    for needle in (
+        "async with fastmcp.server.context.Context(fastmcp=self)",
+        "self._compose_tool_call_interceptors(",
+        # Only fastmcp's own wire handler marks a client call; ours never does, on either path.
+        "with _dispatching_tool_call(), _extension_tool_call_scope(self):",
+        "await self._rebind_prefab_tool_names(dispatched)",
+        "tool: Tool | None = await self.get_tool(name, version=version)",
+        "return await tool._run(arguments or {})",
+        "except ValidationError as e:",
+        "except FastMCPError as e:",
+        "except PydanticValidationError as e:",
+        "MISSING_REQUIRED_CLIENT_CAPABILITY",
+        "if status_code == 429:",
+        "if is_timeout_error(e):",
+        "if self._mask_error_details:",
+        'raise ToolError(f"Error calling tool {name!r}: {e}") from e',
+    ):
+        assert needle in call_tool, needle
+    for needle in (
+        "self._get_injected_tool(name)",
+        "tool = await super().get_tool(name, version)",
+        "tools = await apply_session_transforms([tool])",
+        "is_enabled(tools[0]) and await _component_auth_allows(tools[0])",
+    ):
+        assert needle in get_tool, needle
+
+
+async def test_session_rules_are_skipped_only_on_a_store_watched_from_its_start() -> None:
+    fresh = CasesEnvironment()
+    assert fresh.__dict__["_fast_caller"]._rules.possible is False
+    used = build_tools()
+    assert used._state_store is not None  # made before any watch: it may hold rules already
+    assert CasesEnvironment(used).__dict__["_fast_caller"]._rules.possible is True
