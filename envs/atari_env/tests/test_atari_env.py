@@ -141,6 +141,37 @@ async def test_seeded_resets_are_deterministic(breakout_server: str) -> None:
         assert other[0] != first[0]
 
 
+def test_seeded_reset_without_sticky_actions_skips_the_rom_reload() -> None:
+    """Without sticky actions a seeded reset reuses the loaded ROM (ale-py would reload it) and
+    plays exactly the episode a freshly built emulator plays."""
+
+    def episode(env: AtariEnvironment, seed: int) -> list[str | None]:
+        frames = [env.reset(seed=seed).frame_b64]
+        for i in range(60):
+            frames.append(env.step(AtariAction(action_id=(1, 2, 3)[i % 3])).frame_b64)
+        return frames
+
+    used = AtariEnvironment("breakout", frame_format="zlib")
+    episode(used, 1)
+    emulator = used._ale
+    assert emulator is not None
+    loads = 0
+    real_load = emulator.load_game
+
+    def counting_load() -> None:
+        nonlocal loads
+        loads += 1
+        real_load()
+
+    emulator.load_game = counting_load  # type: ignore[method-assign]
+    again = episode(used, 5)
+    assert loads == 0 and used._ale is emulator
+    fresh = AtariEnvironment("breakout", frame_format="zlib")
+    assert again == episode(fresh, 5)
+    used.reset(seed=5, repeat_action_probability=0.25)  # sticky: the seed needs the reload
+    assert used._ale is not emulator
+
+
 async def test_invalid_actions_and_options(server: str) -> None:
     async with AtariEnv(base_url=server) as env:
         await env.reset(seed=0)

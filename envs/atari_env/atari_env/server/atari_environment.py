@@ -269,7 +269,13 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             else int(o["max_episode_steps"]),
         )
         ale = self._make(self._state)
-        frame, info = ale.reset(seed=seed)
+        if seed is not None and self._state.repeat_action_probability == 0.0:
+            # ale-py reloads the ROM on every seeded reset (~80 ms) only to re-seed the ALE's
+            # own RNG, which nothing reads without sticky actions: the episode is the same.
+            ale.seed_game(seed)  # still seeds the numpy generator ale-py samples from
+            frame, info = ale.reset()
+        else:
+            frame, info = ale.reset(seed=seed)
         return self._observe(frame, info, 0.0, f"{o['game']}: {len(self._meanings)} actions")
 
     def step(
