@@ -18,7 +18,7 @@ from ..models import AtariAction, AtariObservation, AtariState
 
 DEFAULT_GAME = "pong"
 OBS_TYPES = ("rgb", "grayscale", "ram")
-FRAME_FORMATS = ("base64", "zlib", "list")
+FRAME_FORMATS = ("bytes", "base64", "zlib", "list")
 #: 108,000 frames (30 minutes of play) at the default frame skip of 4, as in the literature
 DEFAULT_MAX_EPISODE_STEPS = 27_000
 #: OpenEnv's atari_env server settings, read when an environment is built without them
@@ -84,6 +84,8 @@ def encode_frame(frame: np.ndarray, frame_format: str) -> dict[str, Any]:
     }
     if frame_format == "list":
         fields["screen"] = frame.reshape(-1).tolist()
+    elif frame_format == "bytes":
+        fields["frame_bytes"] = frame.tobytes()
     else:
         raw = frame.tobytes()
         if frame_format == "zlib":
