@@ -118,9 +118,8 @@ def main() -> None:
     finally:
         process.terminate()
         process.wait(15)
-    print(
-        f"| sessions | direct steps/s | {' | '.join(f'{f} steps/s (% direct), server CPU/step' for f in forms)} |"
-    )
+    columns = [f"{form} steps/s (% direct), server CPU/step" for form in forms]
+    print("| sessions | direct steps/s | " + " | ".join(columns) + " |")
     print("|---" * (2 + len(forms)) + "|")
     summary = []
     for n in counts:
