@@ -69,6 +69,10 @@ def test_replies_decode_from_binary_frames() -> None:
     assert (decoded.kind, decoded.id) == ("observation", 7)
     assert decoded.data["observation"]["img"] == b"abc"
     assert not is_binary_frame(EncodedReply("state", b"{}").frame(1))
+    # A JSON-only transport (HTTP) re-answering the stored reply gets JSON, bytes as base64
+    assert reply.with_field("session_id", "s") == (
+        b'{"observation":{"img":"YWJj"},"session_id":"s"}'
+    )
 
 
 @pytest.mark.parametrize(

@@ -484,9 +484,13 @@ class EncodedReply(NamedTuple):
         return pack_binary(text, self.blobs) if self.blobs else text
 
     def with_field(self, name: str, value: Any) -> bytes:
-        """The payload with one more key at its end (as if added to the dict before encoding)."""
+        """The payload with one more key at its end (as if added to the dict before encoding);
+        always JSON (attachments, if any, back inline as base64 text or lists)."""
         extra = dumps(name) + b":" + dumps(value) + b"}"
-        body = self.payload.rstrip()
+        payload = self.payload
+        if self.blobs:  # stored for a binary WebSocket, asked for by a JSON-only transport
+            payload = dumps(unpack_binary(pack_binary(payload, self.blobs)))
+        body = payload.rstrip()
         return body[:-1] + (extra if body.endswith(b"{}") else b"," + extra)
 
 
