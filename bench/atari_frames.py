@@ -13,8 +13,9 @@ connection per session, all stepping concurrently), once per wire form:
 - `binary`: the `openenv.v1.bin` subprotocol, the frame's bytes as a binary attachment;
 - `list`: OpenEnv's form (a flat int list in JSON), as an OpenEnv client asks for it.
 
-Rows alternate (`--repeat` rounds) so load from other jobs hits them alike. Server CPU per step
-is the server process's user+system time over the steps it served.
+Rows alternate (`--repeat` rounds) so load from other jobs hits them alike. CPU per step: for
+direct rows this process's, for served rows the server process's user+system time over the
+steps it served, and beside it the client's (this process: the `AtariEnv` clients and the loop).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def direct(sessions: int, duration: float) -> dict[str, Any]:
     rng = random.Random(0)
     obs = [env.reset(seed=i) for i, env in enumerate(envs)]
     steps = 0
-    started = time.perf_counter()
+    started, cpu0 = time.perf_counter(), time.process_time()
     end = started + duration
     while time.perf_counter() < end:
         for i, env in enumerate(envs):
@@ -58,10 +59,10 @@ def direct(sessions: int, duration: float) -> dict[str, Any]:
                 continue
             obs[i] = env.step(AtariAction(action_id=rng.choice(obs[i].legal_actions)))
             steps += 1
-    took = time.perf_counter() - started
+    took, cpu = time.perf_counter() - started, time.process_time() - cpu0
     for env in envs:
         env.close()
-    return {"steps": steps, "steps_per_s": steps / took}
+    return {"steps": steps, "steps_per_s": steps / took, "cpu_us": cpu / steps * 1e6}
 
 
 async def served(url: str, pid: int, sessions: int, form: str, duration: float) -> dict[str, Any]:
@@ -86,14 +87,20 @@ async def served(url: str, pid: int, sessions: int, form: str, duration: float) 
                 result = await clients[i].step(AtariAction(action_id=action))
                 counts[i] += 1
 
-        cpu0, t0 = _cpu_s(pid), time.perf_counter()
+        cpu0, t0, mine0 = _cpu_s(pid), time.perf_counter(), time.process_time()
         await asyncio.gather(*(run(i) for i in range(sessions)))
         took, cpu = time.perf_counter() - t0, _cpu_s(pid) - cpu0
+        mine = time.process_time() - mine0
     finally:
         for client in clients:
             await client.close()
     steps = sum(counts)
-    return {"steps": steps, "steps_per_s": steps / took, "server_cpu_us": cpu / steps * 1e6}
+    return {
+        "steps": steps,
+        "steps_per_s": steps / took,
+        "server_cpu_us": cpu / steps * 1e6,
+        "client_cpu_us": mine / steps * 1e6,
+    }
 
 
 def main() -> None:
@@ -118,20 +125,23 @@ def main() -> None:
     finally:
         process.terminate()
         process.wait(15)
-    columns = [f"{form} steps/s (% direct), server CPU/step" for form in forms]
-    print("| sessions | direct steps/s | " + " | ".join(columns) + " |")
-    print("|---" * (2 + len(forms)) + "|")
+    print("| sessions | run | steps/s | % of direct | CPU/step: env process | client |")
+    print("|---|---|--:|--:|--:|--:|")
     summary = []
     for n in counts:
         base = statistics.median(r["steps_per_s"] for r in rows[("direct", n)])
-        cells = [f"{n}", f"{base:,.0f}"]
+        base_cpu = statistics.median(r["cpu_us"] for r in rows[("direct", n)])
+        print(f"| {n} | direct | {base:,.0f} | 100% | {base_cpu:,.0f} µs | - |")
         for form in forms:
             sps = statistics.median(r["steps_per_s"] for r in rows[(form, n)])
             cpu = statistics.median(r["server_cpu_us"] for r in rows[(form, n)])
-            cells.append(f"{sps:,.0f} ({sps / base:.0%}), {cpu:,.0f} µs")
+            client = statistics.median(r["client_cpu_us"] for r in rows[(form, n)])
+            print(f"| {n} | served, {form} | {sps:,.0f} | {sps / base:.0%} | {cpu:,.0f} µs | "
+                  f"{client:,.0f} µs |")  # fmt: skip
             summary.append({"sessions": n, "form": form, "steps_per_s": sps,
-                            "direct_steps_per_s": base, "server_cpu_us": cpu})  # fmt: skip
-        print("| " + " | ".join(cells) + " |")
+                            "direct_steps_per_s": base, "server_cpu_us": cpu,
+                            "direct_cpu_us": base_cpu, "client_cpu_us": client})  # fmt: skip
+
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
 

@@ -121,7 +121,7 @@ def test_fleet_bench_prints_every_row(tmp_path: Path) -> None:
 def test_atari_frames_bench_prints_direct_beside_served(tmp_path: Path) -> None:
     report = tmp_path / "atari.json"
     out = _run("atari_frames.py", "--duration", "0.3", "--sessions", "1,2", "--json", str(report))
-    assert "direct steps/s" in out and "binary steps/s" in out
+    assert "| direct |" in out and "served, binary" in out
     rows = json.loads(report.read_text())
     assert {(r["sessions"], r["form"]) for r in rows} == {
         (n, form) for n in (1, 2) for form in ("json", "binary", "list")
