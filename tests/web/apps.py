@@ -111,3 +111,19 @@ titled = create_app(
     custom_tab_primary=True,
     show_default_tab=False,
 )
+
+
+def _atari_raw_bytes() -> Any:
+    from atari_env.server.atari_environment import AtariEnvironment
+
+    return AtariEnvironment(frame_format="bytes")
+
+
+def _atari_app() -> Any:
+    from atari_env import AtariAction, AtariObservation
+
+    return create_app(_atari_raw_bytes, AtariAction, AtariObservation, env_name="atari_env")
+
+
+#: Atari serving raw-bytes frames by default: the page (no binary frames) gets base64 text.
+atari_bytes = _atari_app()
