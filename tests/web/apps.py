@@ -125,5 +125,9 @@ def _atari_app() -> Any:
     return create_app(_atari_raw_bytes, AtariAction, AtariObservation, env_name="atari_env")
 
 
-#: Atari serving raw-bytes frames by default: the page (no binary frames) gets base64 text.
-atari_bytes = _atari_app()
+def __getattr__(name: str) -> Any:
+    # Built on first use: importing ale-py is not every web test's cost.
+    if name == "atari_bytes":  # Atari serving raw-bytes frames: the page gets base64 text
+        app = globals()["atari_bytes"] = _atari_app()
+        return app
+    raise AttributeError(name)
