@@ -111,23 +111,3 @@ titled = create_app(
     custom_tab_primary=True,
     show_default_tab=False,
 )
-
-
-def _atari_raw_bytes() -> Any:
-    from atari_env.server.atari_environment import AtariEnvironment
-
-    return AtariEnvironment(frame_format="bytes")
-
-
-def _atari_app() -> Any:
-    from atari_env import AtariAction, AtariObservation
-
-    return create_app(_atari_raw_bytes, AtariAction, AtariObservation, env_name="atari_env")
-
-
-def __getattr__(name: str) -> Any:
-    # Built on first use: importing ale-py is not every web test's cost.
-    if name == "atari_bytes":  # Atari serving raw-bytes frames: the page gets base64 text
-        app = globals()["atari_bytes"] = _atari_app()
-        return app
-    raise AttributeError(name)

@@ -131,7 +131,7 @@ def test_atari_frame_as_picture(two_visitors: tuple[Any, Any]) -> None:
 def test_atari_raw_bytes_frame_as_picture(browser: Any) -> None:
     """A raw-bytes frame reaches the page (which negotiates no binary frames) as base64 text
     in `frame_bytes`, and is drawn as the same picture as OpenEnv's int list."""
-    with _serve("tests.web.apps:atari_bytes") as server:
+    with _serve("tests.web.atari_apps:atari_bytes") as server:
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         try:
             page = open_playground(context, server.url + "/web/")
