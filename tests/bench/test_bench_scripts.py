@@ -117,3 +117,15 @@ def test_fleet_bench_prints_every_row(tmp_path: Path) -> None:
     rows = {row["name"]: row for row in json.loads(report.read_text())["rows"]}
     assert set(rows) == {"fleet", "direct, same servers", "direct, one server"}
     assert all(row["errors"] == 0 and row["steps"] == 24 for row in rows.values())
+
+
+@pytest.mark.slow  # starts the Atari server and emulates a few hundred frames per row
+def test_atari_frames_bench_prints_direct_beside_served(tmp_path: Path) -> None:
+    report = tmp_path / "atari.json"
+    out = _run("atari_frames.py", "--duration", "0.3", "--sessions", "1,2", "--json", str(report))
+    assert "| direct |" in out and "served, binary" in out
+    rows = json.loads(report.read_text())
+    assert {(r["sessions"], r["form"]) for r in rows} == {
+        (n, form) for n in (1, 2) for form in ("json", "binary", "list")
+    }
+    assert all(r["steps_per_s"] > 0 and r["direct_steps_per_s"] > 0 for r in rows)

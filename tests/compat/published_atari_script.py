@@ -8,6 +8,7 @@ block and prints one JSON object summarising what came back.
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from typing import Any
@@ -48,6 +49,16 @@ def main() -> None:
             out["invalid"] = {"type": type(exc).__name__, "message": str(exc)}
         out["after_invalid"] = summary(env.step({"action_id": 0}))
         out["state"] = env.state()
+        # The compact frame: OpenEnv's client negotiates nothing, so it arrives as base64 text
+        listed = env.reset(seed=0, frame_format="list").observation["screen"]
+        compact = env.reset(seed=0, frame_format="bytes").observation
+        raw = base64.b64decode(compact["frame_bytes"])
+        out["bytes_frame"] = {
+            "format": compact["frame_format"],
+            "shape": compact["frame_shape"],
+            "length": len(raw),
+            "equals_list": list(raw) == listed,
+        }
     print(json.dumps(out, default=repr))
 
 

@@ -81,6 +81,16 @@ def test_out_of_range_action_is_an_error_and_the_game_goes_on(seen: dict[str, An
     assert after["observation"]["episode_frame_number"] == 4 * 4 and not after["done"]
 
 
+def test_compact_frames_reach_the_published_client_as_text(seen: dict[str, Any]) -> None:
+    """OpenEnv's client offers no binary frames: a "bytes" frame comes as base64 in JSON."""
+    assert seen["bytes_frame"] == {
+        "format": "bytes",
+        "shape": [210, 160, 3],
+        "length": 100_800,
+        "equals_list": True,
+    }
+
+
 def test_state_carries_openenv_fields(seen: dict[str, Any]) -> None:
     state = seen["state"]
     assert OPENENV_STATE <= set(state)

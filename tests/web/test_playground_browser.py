@@ -128,6 +128,26 @@ def test_atari_frame_as_picture(two_visitors: tuple[Any, Any]) -> None:
         screenshot(first, "atari")
 
 
+def test_atari_raw_bytes_frame_as_picture(browser: Any) -> None:
+    """A raw-bytes frame reaches the page (which negotiates no binary frames) as base64 text
+    in `frame_bytes`, and is drawn as the same picture as OpenEnv's int list."""
+    with _serve("tests.web.atari_apps:atari_bytes") as server:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            page = open_playground(context, server.url + "/web/")
+            reset(page, seed=7)
+            canvas = page.locator("[data-field=frame] canvas")
+            assert canvas.evaluate("c => [c.width, c.height]") == [160, 210]
+            distinct = canvas.evaluate(
+                "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+                " const seen = new Set(); for (let i = 0; i < d.length; i += 4)"
+                " seen.add(d[i] << 16 | d[i+1] << 8 | d[i+2]); return seen.size; }"
+            )
+            assert distinct > 2
+        finally:
+            context.close()
+
+
 def test_behind_a_prefix_with_an_api_key_and_a_custom_renderer(browser: Any) -> None:
     from tests.web.apps import KEY, PREFIX
 

@@ -13,9 +13,10 @@ from openenv.core.client_types import StepResult
 
 from .models import AtariAction, AtariObservation, AtariState
 
-#: The frame format this client asks for when the caller names none: a fraction of the JSON
-#: of OpenEnv's flat int list, and `obs.screen` still gives that list (decoded on access).
-CLIENT_FRAME_FORMAT = "base64"
+#: The frame format this client asks for when the caller names none: the raw bytes, attached to
+#: a binary frame (base64 text when the connection has no binary frames), instead of OpenEnv's
+#: flat int list; `obs.screen` still gives that list (decoded on access).
+CLIENT_FRAME_FORMAT = "bytes"
 
 
 def decode_frame(observation: AtariObservation) -> np.ndarray:
@@ -27,6 +28,10 @@ def decode_frame(observation: AtariObservation) -> np.ndarray:
         if observation.screen_values is None:
             raise ValueError("the observation carries no frame")
         return np.asarray(observation.screen_values, dtype=dtype).reshape(shape)
+    if observation.frame_format == "bytes":
+        if observation.frame_bytes is None:
+            raise ValueError("the observation carries no frame")
+        return np.frombuffer(observation.frame_bytes, dtype=dtype).reshape(shape)
     if observation.frame_b64 is None:
         raise ValueError("the observation carries no frame")
     raw = base64.b64decode(observation.frame_b64)
@@ -40,7 +45,7 @@ class AtariEnv(EnvClient[AtariAction, AtariObservation, AtariState]):
     `step(AtariAction(action_id=1))`; `AtariEnv.decode(obs)` (or `decode_frame(obs)`) gives the
     frame as a numpy array, `obs.screen` the flat list OpenEnv's client gives.
 
-    Unless `reset` names a `frame_format`, this client asks for "base64" frames (clients that
+    Unless `reset` names a `frame_format`, this client asks for "bytes" frames (clients that
     name none, such as OpenEnv's, get the "list" form)."""
 
     decode = staticmethod(decode_frame)

@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from openenv.core.env_server.types import Action, Observation, State
+from openenv.core.env_server.types import Action, Observation, State, WireBytes
 
 ObsType = Literal["rgb", "grayscale", "ram"]
-FrameFormat = Literal["base64", "zlib", "list"]
+FrameFormat = Literal["bytes", "base64", "zlib", "list"]
 
 
 class AtariAction(Action):
@@ -28,8 +28,10 @@ class AtariObservation(Observation):
     """One frame of the game.
 
     `frame_format` "list" (the default, OpenEnv's form) carries the frame as `screen`, a flat
-    list of ints; "base64" / "zlib" carry it in `frame_b64` only (a fraction of the JSON), and
-    `screen` is then decoded from it on first access, so OpenEnv code reading
+    list of ints; "base64" / "zlib" carry it in `frame_b64` only (a fraction of the JSON);
+    "bytes" carries the raw bytes in `frame_bytes`, which travel as a binary attachment to a
+    client that negotiated binary frames (base64 text in JSON otherwise). `screen` is decoded
+    from the compact forms on first access, so OpenEnv code reading
     `np.array(obs.screen).reshape(obs.screen_shape)` works with every format."""
 
     model_config = ConfigDict(
@@ -57,6 +59,8 @@ class AtariObservation(Observation):
     #: bytes (C order); "zlib": the same bytes zlib-compressed before base64
     frame_format: FrameFormat = "list"
     frame_b64: str | None = None
+    #: "bytes": the raw frame (C order)
+    frame_bytes: WireBytes | None = None
     #: the same as `screen_shape`
     frame_shape: list[int] = []
     frame_dtype: str = "uint8"
@@ -82,7 +86,8 @@ class AtariObservation(Observation):
         return self._decoded
 
     def __repr_args__(self) -> Any:
-        return [(k, v) for k, v in super().__repr_args__() if k != "screen_values"]
+        hidden = ("screen_values", "frame_bytes")
+        return [(k, v) for k, v in super().__repr_args__() if k not in hidden]
 
 
 class AtariState(State):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from websockets.asyncio.client import connect
 
 from atari_env import AtariAction, AtariEnv, decode_frame
 from atari_env.server.atari_environment import AtariEnvironment, downscale_frame
 from openenv.core.errors import InvalidActionError, InvalidRequestError
+from openenv.core.protocol import BINARY_MAGIC, BINARY_SUBPROTOCOL, SUBPROTOCOL, decode_reply
 from openenv.testing import check_env, running_server
 
 APP = "atari_env.server.app:app"
@@ -59,9 +62,9 @@ async def test_pong_frames_decode(server: str) -> None:
     async with AtariEnv(base_url=server) as env:
         result = await env.reset(seed=0)
         obs = result.observation
-        # this client asks for base64 frames when the caller names no format
+        # this client asks for raw-bytes frames when the caller names no format
         assert obs.game == "pong" and result.reward == 0.0 and not result.done
-        assert obs.frame_format == "base64" and obs.screen_values is None
+        assert obs.frame_format == "bytes" and obs.screen_values is None
         assert obs.action_meanings[:2] == ["NOOP", "FIRE"]
         assert obs.legal_actions == list(range(len(obs.action_meanings)))
         frame = decode_frame(obs)
@@ -81,10 +84,57 @@ async def test_pong_frames_decode(server: str) -> None:
         assert result.observation.screen is flat
         assert result.observation.screen_shape == [210, 160, 3]
         assert np.array_equal(listed, frame)
-        assert obs.screen == flat  # decoded from base64 on access
+        assert obs.screen == flat  # decoded from the raw bytes on access
+        result = await env.reset(seed=0, frame_format="base64")
+        assert np.array_equal(decode_frame(result.observation), frame)
 
         result = await env.reset(seed=0, obs_type="ram", frame_format="zlib")
         assert result.observation.screen_shape == [128] and len(result.observation.screen) == 128
+
+
+async def test_frames_travel_raw_in_binary_frames_and_as_text_without(server: str) -> None:
+    """Our client negotiates binary frames: the frame's bytes come attached, not as text; a
+    client that does not gets the same frame as base64 text in JSON, read back as bytes."""
+    async with (
+        AtariEnv(base_url=server) as binary,
+        AtariEnv(base_url=server, binary_frames=False) as text,
+    ):
+        assert binary._ws is not None and binary._ws.subprotocol == BINARY_SUBPROTOCOL
+        assert text._ws is not None and text._ws.subprotocol == SUBPROTOCOL
+        seen: dict[str, list] = {"binary": [], "text": []}
+        for name, env in (("binary", binary), ("text", text)):
+            result = await env.reset(seed=0)
+            for action in (2, 3, 2, 0):
+                obs = result.observation
+                assert obs.frame_format == "bytes" and isinstance(obs.frame_bytes, bytes)
+                assert len(obs.frame_bytes) == 210 * 160 * 3
+                seen[name].append(decode_frame(obs))
+                result = await env.step(AtariAction(action_id=action))
+            assert (await env.state()).step_count == 4  # the state stays a text frame
+        for got, want in zip(seen["binary"], seen["text"], strict=True):
+            assert np.array_equal(got, want)
+        listed = await text.reset(seed=0, frame_format="list")
+        assert listed.observation.screen == seen["binary"][0].reshape(-1).tolist()
+        with pytest.raises(InvalidRequestError):  # errors stay text frames, the session lives
+            await binary.step(AtariAction(action_id=99))
+        assert len((await binary.step(AtariAction(action_id=0))).observation.screen) == 100_800
+
+
+async def test_raw_binary_frame_on_the_wire(server: str) -> None:
+    """The frame as bytes on the wire: a client offering `openenv.v1.bin` gets one binary
+    WebSocket frame per observation, its header small and the frame attached."""
+    url = server.replace("http://", "ws://") + "/ws"
+    async with connect(url, subprotocols=[BINARY_SUBPROTOCOL], compression=None) as ws:
+        assert ws.subprotocol == BINARY_SUBPROTOCOL
+        assert decode_reply(await ws.recv()).kind == "session"
+        await ws.send(json.dumps({"type": "reset", "data": {"frame_format": "bytes"}, "id": 1}))
+        raw = await ws.recv()
+        assert isinstance(raw, bytes) and raw.startswith(BINARY_MAGIC)
+        assert len(raw) < 100_800 + 2_000  # the JSON header is small
+        reply = decode_reply(raw)
+        assert reply.id == 1 and len(reply.data["observation"]["frame_bytes"]) == 100_800
+        await ws.send(json.dumps({"type": "step", "data": {"action_id": 0}, "id": 1}))
+        assert await ws.recv() == raw  # a re-sent id: the stored reply, binary again
 
 
 async def test_pong_episode_pays_points(server: str) -> None:
@@ -139,6 +189,39 @@ async def test_seeded_resets_are_deterministic(breakout_server: str) -> None:
         assert first == again
         other = await run(8)
         assert other[0] != first[0]
+
+
+def test_seeded_reset_without_sticky_actions_skips_the_rom_reload() -> None:
+    """Without sticky actions a seeded reset reuses the loaded ROM (ale-py would reload it) and
+    plays exactly the episode a freshly built emulator plays."""
+
+    def episode(env: AtariEnvironment, seed: int) -> list[tuple[str | None, int, int]]:
+        obs = env.reset(seed=seed)
+        seen = [(obs.frame_b64, obs.frame_number, obs.episode_frame_number)]
+        for i in range(60):
+            obs = env.step(AtariAction(action_id=(1, 2, 3)[i % 3]))
+            seen.append((obs.frame_b64, obs.frame_number, obs.episode_frame_number))
+        return seen
+
+    used = AtariEnvironment("breakout", frame_format="zlib")
+    episode(used, 1)
+    emulator = used._ale
+    assert emulator is not None
+    loads = 0
+    real_load = emulator.load_game
+
+    def counting_load() -> None:
+        nonlocal loads
+        loads += 1
+        real_load()
+
+    emulator.load_game = counting_load  # type: ignore[method-assign]
+    again = episode(used, 5)
+    assert loads == 0 and used._ale is emulator
+    fresh = AtariEnvironment("breakout", frame_format="zlib")
+    assert again == episode(fresh, 5)
+    used.reset(seed=5, repeat_action_probability=0.25)  # sticky: the seed needs the reload
+    assert used._ale is not emulator
 
 
 async def test_invalid_actions_and_options(server: str) -> None:

@@ -2,7 +2,7 @@
 
 The snippets are OpenEnv's, unchanged but for the server address (and the example training
 loop, cut to a few steps): `screen`, `screen_shape`, `legal_actions`, `lives` and the state's
-fields read as OpenEnv documents them. This package's client asks for base64 frames, so these
+fields read as OpenEnv documents them. This package's client asks for raw-bytes frames, so these
 tests also show `obs.screen` decoded from them equals the flat list OpenEnv's clients receive.
 """
 
@@ -70,8 +70,8 @@ def test_readme_screen_reshape_matches_the_plain_frame(base_url: str) -> None:
             return screen, result.observation
 
     screen, obs = asyncio.run(main())
-    assert screen.shape == (210, 160, 3) and obs.frame_format == "base64"
-    assert obs.screen_values is None  # base64 on the wire; `screen` decoded on access
+    assert screen.shape == (210, 160, 3) and obs.frame_format == "bytes"
+    assert obs.screen_values is None  # raw bytes on the wire; `screen` decoded on access
     # The same episode as a client that names no format (OpenEnv's) sees it: a flat int list.
     with GenericEnvClient(base_url=base_url) as plain:
         plain.reset(seed=0)

@@ -32,6 +32,8 @@ from .errors import (
     error_from_data,
 )
 from .protocol import (
+    BINARY_SUBPROTOCOL,
+    EXTENDED_SUBPROTOCOLS,
     RESUME_TOKEN_HEADER,
     SUBPROTOCOL,
     Reply,
@@ -116,6 +118,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         reconnect_backoff_s: float = 0.2,
         unix_socket: str | None = None,
         api_key: str | None = None,
+        binary_frames: bool = True,
     ) -> None:
         if base_url is None:
             raise ValueError("base_url is required (e.g. 'http://localhost:8000')")
@@ -141,6 +144,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._started_env: Any = None
         #: Reach the server through this Unix socket; `base_url` then only names the host.
         self.unix_socket = unix_socket
+        #: Offer `openenv.v1.bin`: observations holding bytes or arrays then arrive as binary
+        #: frames, their raw bytes attached instead of base64 text or lists in JSON.
+        self.binary_frames = binary_frames
         self._ws: ClientConnection | None = None
         self._extended = False
         self._reader: asyncio.Task[None] | None = None
@@ -188,7 +194,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
         url = ws_session_url(self._ws_base, session_id)
         options: dict[str, Any] = {
-            "subprotocols": [SUBPROTOCOL],
+            "subprotocols": [BINARY_SUBPROTOCOL, SUBPROTOCOL]
+            if self.binary_frames
+            else [SUBPROTOCOL],
             "open_timeout": self.connect_timeout_s,
             "max_size": self.max_message_size,
             "ping_interval": self.ping_interval_s,
@@ -229,7 +237,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             ws = await self._open(self._attach_session_id)
             self._ws = ws
             self._ws_loop = asyncio.get_running_loop()
-            self._extended = ws.subprotocol == SUBPROTOCOL
+            self._extended = ws.subprotocol in EXTENDED_SUBPROTOCOLS
             if self._extended:
                 self._reader = asyncio.get_running_loop().create_task(self._read_loop(ws))
         return self

@@ -103,6 +103,12 @@ def error_data(code: WSErrorCode | str, message: str, **extra: Any) -> dict[str,
 
 #: WebSocket subprotocol a client offers to say it speaks the extensions (ids, resume).
 SUBPROTOCOL = "openenv.v1"
+#: The extensions plus binary frames: replies whose data holds bytes or numpy arrays travel as
+#: a binary frame with those values as raw attachments (`encode_payload`). A client that reads
+#: them offers it before `SUBPROTOCOL`; a server picks the first it knows.
+BINARY_SUBPROTOCOL = "openenv.v1.bin"
+#: Every subprotocol that turns on the extensions, in the server's order of preference.
+EXTENDED_SUBPROTOCOLS = (BINARY_SUBPROTOCOL, SUBPROTOCOL)
 #: HTTP header naming an HTTP session; `NEW_SESSION` on /reset opens one.
 SESSION_HEADER = "X-OpenEnv-Session-Id"
 #: Query parameter naming a session (HTTP routes and `/ws?session_id=`).
@@ -193,8 +199,111 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value, default=_json_default, option=_ORJSON_OPTIONS)
 
 
-def loads(data: str | bytes) -> Any:
+def loads(data: str | bytes | bytearray | memoryview) -> Any:
     return orjson.loads(data)
+
+
+# --- binary frames (extension) -------------------------------------------------------------------
+#
+# A binary frame is BINARY_MAGIC, the header's length (4 bytes, big-endian), the header (the
+# frame's JSON with each bytes / numpy array value replaced by a placeholder
+# `{"$blob": i, "size": n[, "dtype", "shape"]}`) and the attachments, in order, back to back.
+# A JSON text never starts with a NUL byte, so the two kinds of frame cannot be confused.
+
+BINARY_MAGIC = b"\x00OEB"
+BLOB_KEY = "$blob"
+_HEAD = len(BINARY_MAGIC) + 4
+
+
+def _is_array(value: Any) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return hasattr(value, "__array_interface__") and getattr(dtype, "hasobject", True) is False
+
+
+def encode_payload(value: Any, binary: bool) -> tuple[bytes, tuple[bytes, ...]]:
+    """`value` as JSON, and (with `binary`) its bytes and numpy array values taken out as
+    attachments, in the order the JSON meets them. Without `binary`, or when `value` holds no
+    such value, the JSON is `dumps(value)`'s: bytes as base64 text, arrays as nested lists."""
+    if not binary:
+        return dumps(value), ()
+    blobs: list[bytes] = []
+
+    def attach(item: Any) -> Any:
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            blobs.append(bytes(item) if not isinstance(item, bytes) else item)
+            return {BLOB_KEY: len(blobs) - 1, "size": len(blobs[-1])}
+        if _is_array(item) and getattr(item, "ndim", 0) > 0:
+            import numpy as np
+
+            array = np.ascontiguousarray(item)
+            blobs.append(array.tobytes())
+            return {
+                BLOB_KEY: len(blobs) - 1,
+                "size": array.nbytes,
+                "dtype": array.dtype.str,
+                "shape": list(array.shape),
+            }
+        return _json_default(item)
+
+    # Without OPT_SERIALIZE_NUMPY orjson hands arrays to `attach`; numpy scalars still become
+    # plain numbers there (through `_json_default`).
+    header = orjson.dumps(value, default=attach, option=orjson.OPT_NON_STR_KEYS)
+    return header, tuple(blobs)
+
+
+def pack_binary(header: bytes, blobs: tuple[bytes, ...]) -> bytes:
+    """The binary frame of a header and its attachments."""
+    return b"".join((BINARY_MAGIC, len(header).to_bytes(4, "big"), header, *blobs))
+
+
+def is_binary_frame(raw: str | bytes) -> bool:
+    return isinstance(raw, (bytes, bytearray, memoryview)) and bytes(raw[:4]) == BINARY_MAGIC
+
+
+def unpack_binary(raw: bytes) -> Any:
+    """The value of a binary frame, attachments back in place: bytes, or numpy arrays (of their
+    dtype and shape, writable) where the sender had arrays. Malformed: ValueError."""
+    view = memoryview(raw)
+    if len(view) < _HEAD or bytes(view[:4]) != BINARY_MAGIC:
+        raise ValueError("Not a binary frame")
+    size = int.from_bytes(view[4:_HEAD], "big")
+    if _HEAD + size > len(view):
+        raise ValueError("Binary frame shorter than its header")
+    value = loads(view[_HEAD : _HEAD + size])
+    offsets: list[tuple[int, int]] = []
+    position = _HEAD + size
+
+    def restore(item: Any) -> Any:
+        nonlocal position
+        if isinstance(item, dict):
+            index = item.get(BLOB_KEY)
+            if type(index) is int and index == len(offsets) and type(item.get("size")) is int:
+                start, position = position, position + item["size"]
+                if position > len(view):
+                    raise ValueError("Binary frame shorter than its attachments")
+                offsets.append((start, position))
+                if "dtype" not in item:
+                    return bytes(view[start:position])
+                import numpy as np
+
+                array = np.frombuffer(bytearray(view[start:position]), dtype=item["dtype"])
+                return array.reshape(item["shape"])
+            for key, inner in item.items():
+                if isinstance(inner, (dict, list)):
+                    item[key] = restore(inner)
+        elif isinstance(item, list):
+            for i, inner in enumerate(item):
+                if isinstance(inner, (dict, list)):
+                    item[i] = restore(inner)
+        return item
+
+    try:
+        value = restore(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"Malformed binary frame: {exc}") from None
+    if position != len(view):
+        raise ValueError("Binary frame has bytes no placeholder names")
+    return value
 
 
 # --- message models (OpenEnv's names) ---------------------------------------------------------
@@ -361,18 +470,27 @@ class EncodedReply(NamedTuple):
 
     kind: str  # the WebSocket reply type: "observation", "state" or "mcp"
     payload: bytes  # the JSON of the reply's data (an object)
+    #: attachments of a binary frame (`encode_payload`), named by placeholders in `payload`
+    blobs: tuple[bytes, ...] = ()
 
     def frame(self, request_id: RequestId | None = None) -> bytes:
-        """The WebSocket frame, byte for byte what `encode_frame` makes of the same reply."""
+        """The WebSocket frame, byte for byte what `encode_frame` makes of the same reply
+        (a binary frame when there are attachments)."""
         head = b'{"type":' + dumps(self.kind) + b',"data":' + self.payload
         if request_id is None:
-            return head + b"}"
-        return head + b',"id":' + dumps(request_id) + b"}"
+            text = head + b"}"
+        else:
+            text = head + b',"id":' + dumps(request_id) + b"}"
+        return pack_binary(text, self.blobs) if self.blobs else text
 
     def with_field(self, name: str, value: Any) -> bytes:
-        """The payload with one more key at its end (as if added to the dict before encoding)."""
+        """The payload with one more key at its end (as if added to the dict before encoding);
+        always JSON (attachments, if any, back inline as base64 text or lists)."""
         extra = dumps(name) + b":" + dumps(value) + b"}"
-        body = self.payload.rstrip()
+        payload = self.payload
+        if self.blobs:  # stored for a binary WebSocket, asked for by a JSON-only transport
+            payload = dumps(unpack_binary(pack_binary(payload, self.blobs)))
+        body = payload.rstrip()
         return body[:-1] + (extra if body.endswith(b"{}") else b"," + extra)
 
 
@@ -578,7 +696,7 @@ _REPLY_KEYS = frozenset({"type", "data", "id"})
 
 def decode_reply(raw: str | bytes) -> Reply:
     """Parse one server frame (client side); anything else raises ValueError."""
-    msg = loads(raw)
+    msg = unpack_binary(raw) if is_binary_frame(raw) else loads(raw)  # type: ignore[arg-type]
     kind = msg.get("type") if isinstance(msg, dict) else None
     model = REPLY_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:

@@ -18,7 +18,7 @@ from ..models import AtariAction, AtariObservation, AtariState
 
 DEFAULT_GAME = "pong"
 OBS_TYPES = ("rgb", "grayscale", "ram")
-FRAME_FORMATS = ("base64", "zlib", "list")
+FRAME_FORMATS = ("bytes", "base64", "zlib", "list")
 #: 108,000 frames (30 minutes of play) at the default frame skip of 4, as in the literature
 DEFAULT_MAX_EPISODE_STEPS = 27_000
 #: OpenEnv's atari_env server settings, read when an environment is built without them
@@ -84,6 +84,8 @@ def encode_frame(frame: np.ndarray, frame_format: str) -> dict[str, Any]:
     }
     if frame_format == "list":
         fields["screen"] = frame.reshape(-1).tolist()
+    elif frame_format == "bytes":
+        fields["frame_bytes"] = frame.tobytes()
     else:
         raw = frame.tobytes()
         if frame_format == "zlib":
@@ -145,6 +147,8 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             self._defaults[option] = fallback.get(option) if value is None else value
         self._ale: AleAtariEnv | None = None
         self._ale_key: tuple | None = None
+        #: the emulator's frame count at the last seeded reset that kept the loaded ROM
+        self._frame_base = 0
         self._meanings: list[str] = []
         self._state = AtariState(episode_id=str(uuid4()))
 
@@ -187,7 +191,7 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             terminated=st.terminated,
             truncated=st.truncated,
             episode_frame_number=int(info.get("episode_frame_number", 0)),
-            frame_number=int(info.get("frame_number", 0)),
+            frame_number=int(info.get("frame_number", 0)) - self._frame_base,
             message=message,
             done=done,
             reward=reward,
@@ -268,8 +272,21 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             if o["max_episode_steps"] is None
             else int(o["max_episode_steps"]),
         )
+        previous = self._ale
         ale = self._make(self._state)
-        frame, info = ale.reset(seed=seed)
+        if seed is not None and self._state.repeat_action_probability == 0.0:
+            # ale-py reloads the ROM on every seeded reset (~80 ms) only to re-seed the ALE's
+            # own RNG, which nothing reads without sticky actions: the episode is the same.
+            ale.seed_game(seed)  # still seeds the numpy generator ale-py samples from
+            frame, info = ale.reset()
+            # frame_number counts from the last ROM load: report it as if it had happened
+            self._frame_base = int(info.get("frame_number", 0)) - int(
+                info.get("episode_frame_number", 0)
+            )
+        else:
+            frame, info = ale.reset(seed=seed)
+            if seed is not None or ale is not previous:
+                self._frame_base = 0
         return self._observe(frame, info, 0.0, f"{o['game']}: {len(self._meanings)} actions")
 
     def step(

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..errors import EnvironmentExecutionError
-from ..protocol import dumps
+from ..protocol import encode_payload
 from .types import Action, Observation
 
 _OBS_ENVELOPE_FIELDS = {"reward", "done"}
@@ -37,8 +37,16 @@ def dumps_observation(value: Any, observation: Observation) -> bytes:
     An observation that cannot be encoded is the environment's bug: it is reported as
     EXECUTION_ERROR (category environment), not as a server failure.
     """
+    return encode_observation(value, observation, binary=False)[0]
+
+
+def encode_observation(
+    value: Any, observation: Observation, binary: bool
+) -> tuple[bytes, tuple[bytes, ...]]:
+    """`dumps_observation`, and with `binary` the observation's bytes and arrays taken out as
+    attachments of a binary frame (`protocol.encode_payload`)."""
     try:
-        return dumps(value)
+        return encode_payload(value, binary)
     except TypeError as exc:
         raise EnvironmentExecutionError(
             f"{type(observation).__name__} cannot be encoded as JSON: {exc}",

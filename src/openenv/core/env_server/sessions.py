@@ -135,7 +135,7 @@ def _replayable(exc: Exception) -> ServerError:
 
 def _outcome_size(outcome: Outcome) -> int:
     if isinstance(outcome, EncodedReply):
-        return 64 + len(outcome.payload)
+        return 64 + len(outcome.payload) + sum(len(blob) for blob in outcome.blobs)
     return 256 + len(outcome.message) + sum(len(str(v)) for v in outcome.data.values())
 
 

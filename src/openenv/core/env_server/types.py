@@ -7,10 +7,18 @@ protocol module), so clients can use these models without the server stack.
 
 from __future__ import annotations
 
+import base64
 from enum import Enum
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    model_validator,
+)
 
 # The wire messages are defined once, in the protocol module; OpenEnv code imports them from here.
 from ..protocol import (  # noqa: F401
@@ -34,6 +42,22 @@ from ..protocol import (  # noqa: F401
 )
 
 Scalar = Union[int, float, bool]
+
+
+def _bytes_from_wire(value: Any) -> Any:
+    if isinstance(value, str):  # how bytes travel in a JSON frame
+        return base64.b64decode(value, validate=True)
+    return value
+
+
+#: A bytes field of an observation (an image, an encoded array): in a binary frame
+#: (`openenv.v1.bin`) it travels as raw bytes, in JSON as base64 text, and reads back as bytes
+#: either way.
+WireBytes = Annotated[
+    bytes,
+    BeforeValidator(_bytes_from_wire),
+    PlainSerializer(lambda value: base64.b64encode(value).decode("ascii"), when_used="json"),
+]
 
 
 class Action(BaseModel):

@@ -29,8 +29,9 @@ from ..errors import (
     exception_message,
 )
 from ..protocol import (
+    BINARY_SUBPROTOCOL,
+    EXTENDED_SUBPROTOCOLS,
     RESUME_TOKEN_HEADER,
-    SUBPROTOCOL,
     EncodedReply,
     Rejected,
     Request,
@@ -42,11 +43,13 @@ from ..protocol import (
     encode_frame,
     error_category,
     invalid_data,
+    is_binary_frame,
+    pack_binary,
     session_id_from_scope,
 )
 from .connections import close_websocket, close_websocket_soon
 from .flood import FrameBudget
-from .serialization import deserialize_action, dumps_observation, serialize_observation
+from .serialization import deserialize_action, encode_observation, serialize_observation
 from .sessions import CLOSE_TAKEN_OVER, Session
 
 if TYPE_CHECKING:
@@ -75,8 +78,11 @@ class WebSocketHandler:
         self.metrics = server.manager.metrics
 
     async def __call__(self, websocket: WebSocket) -> None:
-        extended = SUBPROTOCOL in websocket.scope.get("subprotocols", ())
-        await websocket.accept(subprotocol=SUBPROTOCOL if extended else None)
+        offered = websocket.scope.get("subprotocols", ())
+        chosen = next((p for p in EXTENDED_SUBPROTOCOLS if p in offered), None)
+        extended = chosen is not None
+        await websocket.accept(subprotocol=chosen)
+        binary = chosen == BINARY_SUBPROTOCOL
         params = websocket.query_params
         session: Session | None = None
         early: list[Any] = []  # frames (or a pending receive) that arrived while queued
@@ -97,7 +103,7 @@ class WebSocketHandler:
                     await self._announce(websocket, session, resumed=False)
             if session is None:
                 return
-            await self._serve(websocket, session, early)
+            await self._serve(websocket, session, early, binary)
         finally:
             if session is not None:
                 await self._detach(websocket, session)
@@ -210,7 +216,9 @@ class WebSocketHandler:
             return
         await self.manager.destroy(session, "connection closed")
 
-    async def _serve(self, websocket: WebSocket, session: Session, early: list[Any]) -> None:
+    async def _serve(
+        self, websocket: WebSocket, session: Session, early: list[Any], binary: bool
+    ) -> None:
         receive = websocket.receive
         limit = self.manager.config.max_message_bytes
         config = self.manager.config
@@ -245,7 +253,7 @@ class WebSocketHandler:
                     self.metrics.error(code, error_category(code).value)
             else:
                 try:
-                    reply, refused = await self._handle(session, raw)
+                    reply, refused = await self._handle(session, raw, binary)
                 except _Close as close:
                     # This connection says goodbye itself, after the session is gone.
                     session.websocket = None
@@ -260,14 +268,21 @@ class WebSocketHandler:
                     return
             if reply is not None:
                 try:
-                    await websocket.send_text(_text(reply))
+                    if is_binary_frame(reply):
+                        await websocket.send_bytes(reply)
+                    else:
+                        await websocket.send_text(_text(reply))
                 except Exception:
                     return  # the outcome stays stored for a resumed connection
             if not await budget.after_frame(websocket, size, refused):
                 return
 
-    async def _handle(self, session: Session, raw: str | bytes) -> tuple[bytes | None, bool]:
-        """The reply to one frame, and whether the frame was refused as invalid."""
+    async def _handle(
+        self, session: Session, raw: str | bytes, binary: bool = False
+    ) -> tuple[bytes | None, bool]:
+        """The reply to one frame, and whether the frame was refused as invalid. With `binary`
+        (the connection negotiated `openenv.v1.bin`) an observation holding bytes or arrays is
+        a binary frame."""
         metrics = self.metrics
         started = perf_counter() if metrics is not None else 0.0
         request = decode_request(raw)
@@ -282,11 +297,11 @@ class WebSocketHandler:
             if rid is not None and session.resumable:
                 # The encoded reply is what is kept for a re-send (measured in bytes).
                 reply = await self.manager.once(
-                    session, rid, lambda: self._run_encoded(session, request)
+                    session, rid, lambda: self._run_encoded(session, request, binary)
                 )
                 return reply.frame(rid), False
             result = await self._run(session, request)
-            return self._encode(request.kind, result, rid), False
+            return self._encode(request.kind, result, rid, binary), False
         except InvalidRequestError as exc:
             if metrics is not None:
                 metrics.error(exc.code, exc.category)
@@ -307,11 +322,13 @@ class WebSocketHandler:
             if metrics is not None:
                 metrics.request(request.kind, perf_counter() - started, session)
 
-    async def _run_encoded(self, session: Session, request: Request) -> EncodedReply:
+    async def _run_encoded(
+        self, session: Session, request: Request, binary: bool = False
+    ) -> EncodedReply:
         result = await self._run(session, request)
         if request.kind in ("step", "reset"):
-            payload = dumps_observation(serialize_observation(result), result)
-            return EncodedReply("observation", payload)
+            payload, blobs = encode_observation(serialize_observation(result), result, binary)
+            return EncodedReply("observation", payload, blobs)
         if request.kind == "state":
             return EncodedReply("state", dumps(result.model_dump()))
         return EncodedReply("mcp", dumps(result))
@@ -336,12 +353,15 @@ class WebSocketHandler:
         return await self.server.mcp.handle(data, ws_session=session)
 
     @staticmethod
-    def _encode(kind: str, result: Any, request_id: RequestId | None) -> bytes:
+    def _encode(
+        kind: str, result: Any, request_id: RequestId | None, binary: bool = False
+    ) -> bytes:
         if kind in ("step", "reset"):
             msg: dict[str, Any] = {"type": "observation", "data": serialize_observation(result)}
             if request_id is not None:
                 msg["id"] = request_id
-            return dumps_observation(msg, result)
+            header, blobs = encode_observation(msg, result, binary)
+            return pack_binary(header, blobs) if blobs else header
         if kind == "state":
             return encode_frame("state", result.model_dump(), request_id)
         return encode_frame("mcp", result, request_id)

@@ -352,7 +352,7 @@
     return bytes;
   }
 
-  // Finds frames: `x` with `x_shape`, `screen` with `screen_shape`, or base64 `frame_b64`.
+  // Finds frames: `x` with `x_shape`, `screen` with `screen_shape`, or base64 `frame_b64` / `frame_bytes`.
   function frames(observation) {
     const found = [];
     for (const [name, value] of Object.entries(observation)) {
@@ -364,6 +364,11 @@
     if (typeof observation.frame_b64 === "string" && observation.frame_format === "base64" && isShape(observation.frame_shape)) {
       found.push({ name: "frame", values: decodeBase64(observation.frame_b64), shape: observation.frame_shape,
         uses: ["frame_b64", "frame_shape", "frame_format", "frame_dtype"] });
+    }
+    // Raw-bytes frames reach this page (no binary frames negotiated) as base64 text.
+    if (typeof observation.frame_bytes === "string" && observation.frame_format === "bytes" && isShape(observation.frame_shape)) {
+      found.push({ name: "frame", values: decodeBase64(observation.frame_bytes), shape: observation.frame_shape,
+        uses: ["frame_bytes", "frame_shape", "frame_format", "frame_dtype"] });
     }
     return found;
   }
