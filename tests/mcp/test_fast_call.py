@@ -307,9 +307,23 @@ async def test_timeouts_still_apply_on_the_direct_path(direct_calls: list[str]) 
 # -- the fastmcp internals the direct path reads -------------------------------------------
 
 
-def test_installed_fastmcp_is_in_the_checked_range() -> None:
-    assert Version("4.1") <= Version(version("fastmcp")) < Version("4.2")
+def test_the_locked_fastmcp_is_a_verified_series() -> None:
+    """Fails when the lock moves fastmcp to a series these tests were not run against: check
+    the direct path against its `call_tool`, then add the series to VERIFIED_SERIES."""
+    assert version("fastmcp").startswith(mcp_fast_call.VERIFIED_SERIES)
+    assert Version(version("fastmcp")) >= Version("4.1")
     assert fast_path_supported()
+
+
+async def test_an_unverified_fastmcp_goes_through_call_tool(
+    monkeypatch: pytest.MonkeyPatch, direct_calls: list[str]
+) -> None:
+    monkeypatch.setattr(mcp_fast_call, "_VERIFIED", False)
+    assert not fast_path_supported()
+    env = CasesEnvironment()
+    result = await env.call_tool_raw("sync_add", {"a": 2, "b": 3})
+    assert direct_calls == []
+    assert result.structured_content == {"result": 5}
 
 
 def test_call_tool_core_is_still_what_the_direct_path_reproduces() -> None:

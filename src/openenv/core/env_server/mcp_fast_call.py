@@ -10,7 +10,9 @@ its exception mapping. Anything else, or a change to any of it, takes `call_tool
 
 It reads fastmcp internals (`_local_provider`, `_components`, `_transforms`, `_extensions`),
 checked by `fast_path_supported()` and by tests/mcp/test_fast_call.py, which compares the two
-paths case by case; pyproject pins the fastmcp range they were checked against.
+paths case by case. Only the fastmcp series those tests were run against (`VERIFIED_SERIES`)
+takes the direct call; any other installed version works as before, through `call_tool`, so
+users are not held to one fastmcp release.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import logging
 import weakref
 from typing import Any
+
+from importlib.metadata import PackageNotFoundError, version
 
 from fastmcp import FastMCP
 
@@ -39,6 +43,20 @@ try:
 except ImportError:  # pragma: no cover (a fastmcp outside the pinned range: always call_tool)
     _IMPORTED = False
 
+#: fastmcp release series whose `call_tool` the direct call was checked against (tests/mcp).
+VERIFIED_SERIES = ("4.1.",)
+
+
+def _verified_fastmcp() -> bool:
+    try:
+        installed = version("fastmcp")
+    except PackageNotFoundError:  # pragma: no cover (imported above, so installed)
+        return False
+    return installed.startswith(VERIFIED_SERIES)
+
+
+_VERIFIED = _verified_fastmcp()
+
 #: Middleware that only acts on listings, so a call through it equals a call without it.
 _CALL_NEUTRAL_MIDDLEWARE: tuple[type, ...] = (DereferenceRefsMiddleware,) if _IMPORTED else ()
 
@@ -48,7 +66,7 @@ _logger = logging.getLogger("fastmcp.server.server")
 
 def fast_path_supported(server: Any = None) -> bool:
     """Whether this fastmcp has the internals the direct call reads (on `server`, if given)."""
-    if not _IMPORTED:
+    if not (_IMPORTED and _VERIFIED):
         return False
     probe = server if server is not None else FastMCP("probe")
     local = getattr(probe, "_local_provider", None)
