@@ -36,12 +36,17 @@ def _table(report: SoakReport) -> Table:
     table = Table(title="soak cycles (server figures once every session has ended)")
     for column in ("cycle", "wall s", "sessions", "steps", "resumes", "p50 ms", "p99 ms"):
         table.add_column(column, justify="right")
-    for column in ("RSS MB", "fds", "threads", "drain s"):
+    for column in ("RSS MB", "heap blocks", "fds", "threads", "drain s"):
         table.add_column(column, justify="right")
     table.add_column("errors by code")
     base = report.baseline
     table.add_row(
-        "start", "", "", "", "", "", "", f"{base.rss_mb:.1f}", str(base.fds), str(base.threads)
+        "start",
+        *[""] * 6,
+        f"{base.rss_mb:.1f}",
+        str(base.heap_blocks),
+        str(base.fds),
+        str(base.threads),
     )
     for c in report.cycles:
         s = c.sample
@@ -54,6 +59,7 @@ def _table(report: SoakReport) -> Table:
             f"{c.latency(0.5):.1f}",
             f"{c.latency(0.99):.1f}",
             f"{s.rss_mb:.1f}" if s else "?",
+            str(s.heap_blocks) if s else "?",
             str(s.fds) if s else "?",
             str(s.threads) if s else "?",
             f"{c.drain_s:.1f}",
@@ -103,7 +109,8 @@ def main() -> int:
         + (" minus the mmap threshold" if args.dynamic_mmap else "")
     )
     console.print(
-        f"bounds after each cycle, against cycle 1: RSS + max({limits.rss_growth:.0%}, "
+        f"bounds after each cycle, against cycle 1: Python heap + max({limits.heap_growth:.0%}, "
+        f"{limits.heap_slack_blocks} blocks), RSS + max({limits.rss_growth:.0%}, "
         f"{limits.rss_slack_mb:g} MB), fds + {limits.fd_slack}, threads + "
         f"{limits.thread_slack}; no session left open"
     )

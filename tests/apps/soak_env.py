@@ -14,7 +14,7 @@ from typing import Any
 from uuid import uuid4
 
 from openenv.core.env_server import Environment, create_app
-from openenv.testing.soak import SoakAction, SoakObservation, SoakState
+from openenv.testing.soak import SoakAction, SoakObservation, SoakState, add_heap_route
 
 _lock = threading.Lock()
 _gates: dict[str, threading.Event] = {}
@@ -58,3 +58,4 @@ class SoakEnv(Environment[SoakAction, SoakObservation, SoakState]):
 
 
 app = create_app(SoakEnv, SoakAction, SoakObservation, env_name="soak_env")
+add_heap_route(app)

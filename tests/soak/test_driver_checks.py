@@ -34,14 +34,27 @@ def test_applied_steps_are_compared_with_the_acknowledged_ones() -> None:
 
 
 def test_growth_after_the_first_cycle_is_bounded() -> None:
-    limits = SoakLimits(rss_growth=0.25, rss_slack_mb=16, fd_slack=16, thread_slack=8)
-    report = SoakReport(SoakConfig(), limits, ServerSample(90, 15, 6, 0))
-    first = CycleResult(1, sample=ServerSample(100, 16, 22, 0))
+    limits = SoakLimits(
+        heap_growth=0.1, heap_slack_blocks=1000, rss_growth=0.25, rss_slack_mb=16,
+        fd_slack=16, thread_slack=8,
+    )  # fmt: skip
+    report = SoakReport(SoakConfig(), limits, ServerSample(90, 15, 6, 0, 50_000))
+    first = CycleResult(1, sample=ServerSample(100, 16, 22, 0, 100_000))
     _check_growth(report, first, limits)
     report.cycles.append(first)
-    within = CycleResult(2, sample=ServerSample(125, 32, 30, 0))
+    within = CycleResult(2, sample=ServerSample(125, 32, 30, 0, 110_000))
     _check_growth(report, within, limits)
     assert within.problems == []
-    beyond = CycleResult(3, sample=ServerSample(126, 33, 31, 0))
+    beyond = CycleResult(3, sample=ServerSample(126, 33, 31, 0, 110_001))
     _check_growth(report, beyond, limits)
-    assert len(beyond.problems) == 3, beyond.problems
+    assert len(beyond.problems) == 4, beyond.problems
+    assert "Python heap 110001 blocks" in beyond.problems[0]
+
+
+def test_heap_is_not_checked_when_the_app_does_not_serve_it() -> None:
+    limits = SoakLimits()
+    report = SoakReport(SoakConfig(), limits, ServerSample(90, 15, 6, 0))
+    report.cycles.append(CycleResult(1, sample=ServerSample(100, 16, 22, 0)))
+    later = CycleResult(2, sample=ServerSample(100, 16, 22, 0))
+    _check_growth(report, later, limits)
+    assert later.problems == []
