@@ -26,6 +26,13 @@ def test_dispatch_hop_prints_every_way() -> None:
         assert way in out
 
 
+def test_ws_inprocess_steps_every_session_of_our_app_and_the_floor() -> None:
+    for app in ("plain_env:app", "floor_app:app"):
+        args = ("--sessions", "4", "--steps", "200", "--repeat", "1")
+        out = _run("ws_inprocess.py", app, *args)
+        assert f"{app}: 4 sessions, " in out and "µs CPU per step" in out
+
+
 @pytest.mark.timeout(300)
 def test_bench_compares_our_plain_env_with_the_floor(tmp_path: Path) -> None:
     report = tmp_path / "bench.json"

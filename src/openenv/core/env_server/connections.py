@@ -281,6 +281,7 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
             scope["extensions"][ABORT_EXTENSION] = {
                 "abort": self.abort,
                 "stop_reading": self.stop_reading,
+                "frames_waiting": self.frames_waiting,
             }
 
     def abort(self) -> None:
@@ -294,6 +295,10 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
+
+    def frames_waiting(self) -> bool:
+        """A message from the client is queued: the app's next `receive` returns at once."""
+        return not self.queue.empty()
 
     def stop_reading(self) -> None:
         """Read nothing more from this client (its close frame included): the kernel's buffers
@@ -335,6 +340,13 @@ def stop_reading(websocket: WebSocket) -> bool:
         return False
     extension["stop_reading"]()
     return True
+
+
+def frames_waiting_probe(websocket: WebSocket) -> Callable[[], bool] | None:
+    """What tells whether `websocket`'s next receive would return without waiting, if the
+    server offers that (None: assume it would)."""
+    extension = websocket.scope.get("extensions", {}).get(ABORT_EXTENSION)
+    return extension.get("frames_waiting") if extension else None
 
 
 async def close_websocket(

@@ -29,7 +29,7 @@ from ..protocol import (
     validation_errors,
 )
 from . import log_redaction
-from .asgi import BodyTooLarge, read_body, replay
+from .asgi import BodyTooLarge, DirectWebSocketRoutes, read_body, replay
 from .config import ServerConfig, web_interface_enabled
 from .harness_ws import HarnessSocket, builds_harness_environment
 from .http_errors import install_error_handlers, strict_json_routes
@@ -466,6 +466,8 @@ def create_fastapi_app(
     server.register_routes(app, _server_mode(mode))
     if web_interface:
         _mount_playground(app, server, env, env_name, web_title, web_renderer)
+    # Innermost of ours: `/ws` sockets skip the framework's layers (but not the checks below).
+    app.add_middleware(DirectWebSocketRoutes, routes={"/ws": server.ws})
     app.add_middleware(BodySizeLimit, limit=server.config.max_message_bytes)
     if os.environ.get(WORKER_DIR_ENV):
         app.add_middleware(WorkerRouter)

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..protocol import dumps
+from .asgi import route_path
 
 #: Routes that answer without credentials.
 OPEN_PATHS = frozenset({"/health"})
@@ -56,15 +57,6 @@ def _key_from_subprotocols(scope: Scope) -> bytes | None:
                 return None
             return b"Bearer " + key
     return None
-
-
-def _request_path(scope: Scope) -> str:
-    """The path without the prefix a proxy or `root_path` put in front of it."""
-    path: str = scope["path"]
-    root = scope.get("root_path") or ""
-    if root and path.startswith(root):
-        path = path[len(root) :] or "/"
-    return path
 
 
 def api_key_from_env() -> str | None:
@@ -104,7 +96,7 @@ class AccessGuard:
             if origin is not None and not self._origin_allowed(origin.decode("latin-1"), headers):
                 await self._refuse_socket(receive, send)
                 return
-        if self.expected is not None and not self._open_path(_request_path(scope)):
+        if self.expected is not None and not self._open_path(route_path(scope)):
             sent = headers.get(b"authorization", b"")
             if kind == "websocket" and not sent:
                 sent = _key_from_subprotocols(scope) or b""

@@ -219,10 +219,12 @@ class WebSocketHandler:
     async def _serve(
         self, websocket: WebSocket, session: Session, early: list[Any], binary: bool
     ) -> None:
+        # The connection's own callables, bound once: a reply is one `send` of an ASGI message.
         receive = websocket.receive
-        limit = self.manager.config.max_message_bytes
+        send = websocket.send
         config = self.manager.config
-        budget = FrameBudget(config)
+        limit = config.max_message_bytes
+        budget = FrameBudget(config, websocket)
         while True:
             if early:
                 item = early.pop(0)
@@ -269,9 +271,9 @@ class WebSocketHandler:
             if reply is not None:
                 try:
                     if is_binary_frame(reply):
-                        await websocket.send_bytes(reply)
+                        await send({"type": "websocket.send", "bytes": reply})
                     else:
-                        await websocket.send_text(_text(reply))
+                        await send({"type": "websocket.send", "text": reply.decode()})
                 except Exception:
                     return  # the outcome stays stored for a resumed connection
             if not await budget.after_frame(websocket, size, refused):

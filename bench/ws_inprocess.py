@@ -1,0 +1,102 @@
+"""CPU per step of an app's `/ws` path alone: no sockets, no uvicorn, no client processes.
+
+Each session is a fake ASGI connection whose `send` queues the next step as soon as the reply
+arrives, so the loop never waits and the figure is the app's own Python (handler, session
+manager, thread hop, serialisation) per step. On a shared machine it moves far less than
+`bench.py`'s server CPU, which also counts the transport and depends on how many messages each
+wake-up of the loop finds: use it to compare two versions of the code, `bench.py` for the
+figures against the floor.
+
+    python bench/ws_inprocess.py plain_env:app --sessions 64 --steps 100000 --repeat 3
+    PYTHONPATH=/tmp/old/src python bench/ws_inprocess.py plain_env:app   # an older src/ tree
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FRAME = json.dumps({"type": "step", "data": {"value": 1}})
+#: uvicorn's scope extension (`connections.ABORT_EXTENSION`), with "no frame queued": over a
+#: network the next frame arrives after the reply has gone.
+_EXTENSIONS = {"openenv.transport.abort": {"frames_waiting": lambda: False}}
+
+
+async def _session(app: Any, steps: int, answered: list[int]) -> None:
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    inbox.put_nowait({"type": "websocket.connect"})
+    replies = 0
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal replies
+        if message["type"] == "websocket.accept":
+            inbox.put_nowait({"type": "websocket.receive", "text": FRAME})
+        elif message["type"] == "websocket.send":
+            replies += 1
+            answered[0] += 1
+            if replies >= steps:
+                inbox.put_nowait({"type": "websocket.disconnect", "code": 1000})
+            else:
+                inbox.put_nowait({"type": "websocket.receive", "text": FRAME})
+
+    scope = {
+        "type": "websocket",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "scheme": "ws",
+        "path": "/ws",
+        "raw_path": b"/ws",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [],
+        "subprotocols": [],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+        "state": {},
+        "extensions": dict(_EXTENSIONS),
+    }
+    await app(scope, inbox.get, send)
+
+
+async def _run(app: Any, sessions: int, steps: int) -> float:
+    answered = [0]
+    started = time.process_time()  # every thread of the process: the worker threads too
+    await asyncio.gather(*(_session(app, steps // sessions, answered) for _ in range(sessions)))
+    return (time.process_time() - started) / answered[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("app", help="MODULE:ATTR, e.g. plain_env:app or floor_app:app")
+    parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=100_000, help="steps per run, all sessions")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    sys.path.insert(0, HERE)
+    module, _, attr = args.app.partition(":")
+    app = getattr(importlib.import_module(module), attr)
+    try:  # what the app's lifespan does at start-up, which is not run here
+        from openenv.core.env_server.runner import freeze_startup_objects
+
+        freeze_startup_objects()
+    except ImportError:
+        pass
+    try:
+        import uvloop
+
+        run = uvloop.run
+    except ImportError:
+        run = asyncio.run
+    for _ in range(args.repeat):
+        per_step = run(_run(app, args.sessions, args.steps))
+        print(f"{args.app}: {args.sessions} sessions, {per_step * 1e6:.1f} µs CPU per step")
+
+
+if __name__ == "__main__":
+    main()
