@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import httpx
+import pytest
 
 from openenv.core.env_server import runner
 from tests.support.server import PYCACHE_ENV, REPO, serve
@@ -87,3 +88,30 @@ def test_a_server_turns_the_deferred_collector_back_on_as_it_starts() -> None:
         runner._gc_deferred = False
         gc.enable()
         gc.unfreeze()
+
+
+def test_an_app_imported_by_the_runner_imports_with_the_collector_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "runner_imported_app.py").write_text(
+        "import gc\nCOLLECTOR_ON_AT_IMPORT = gc.isenabled()\napp = object()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        app = runner.import_app("runner_imported_app:app")
+        module = sys.modules["runner_imported_app"]
+        assert app is module.app
+        assert module.COLLECTOR_ON_AT_IMPORT is False
+        # On again and the imports frozen, whether or not the app's lifespan ever runs.
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert runner.import_app(app) is app
+    finally:
+        sys.modules.pop("runner_imported_app", None)
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_an_app_string_that_does_not_import_is_left_for_uvicorn_to_report() -> None:
+    assert runner.import_app("no_such_module_here:app") == "no_such_module_here:app"
+    assert runner.import_app("openenv:no_such_app") == "openenv:no_such_app"
+    assert gc.isenabled()

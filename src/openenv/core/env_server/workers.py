@@ -33,6 +33,7 @@ from ..protocol import (
     session_id_from_scope,
 )
 from .asgi import read_body, replay
+from .runner import import_app
 
 if TYPE_CHECKING:
     import httpx
@@ -253,7 +254,7 @@ def _worker_main(
     unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     unix.bind(path)
     unix.listen(2048)
-    config = uvicorn.Config(app, **options)
+    config = uvicorn.Config(import_app(app), **options)
     server = uvicorn.Server(config)
     server.run(sockets=[public, unix])
 
