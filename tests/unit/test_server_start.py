@@ -42,6 +42,16 @@ def test_an_mcp_environment_server_still_imports_it() -> None:
     assert run_python(["-c", script]).strip() == "True"
 
 
+def test_a_server_start_imports_no_client_side_packages() -> None:
+    # fastmcp's client (~200 ms: its auth helpers) is imported at the first tool call, httpx
+    # (~50 ms) only by a multi-worker router or an LLM judge.
+    script = (
+        "import sys, json; import echo_env.server.app, math_env.server.app; "
+        "print(json.dumps(sorted(m for m in ('httpx', 'fastmcp.client') if m in sys.modules)))"
+    )
+    assert json.loads(run_python(["-c", script])) == []
+
+
 def test_boot_runs_the_module_as_python_m_does_with_the_collector_off(tmp_path: Path) -> None:
     (tmp_path / "booted_pkg").mkdir()
     (tmp_path / "booted_pkg" / "__init__.py").write_text("")
