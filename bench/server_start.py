@@ -89,11 +89,12 @@ def baseline_path(checkout: Path) -> str:
     return os.pathsep.join(str(p) for p in folders)
 
 
-def start_once(
-    module: str, way: str, pythonpath: str | None = None
-) -> tuple[float, float, float | None]:
-    """(ms to the first 200 on /health, CPU ms of the server until then, ms to the first
-    step's reply or None)."""
+Run = tuple[float, float, float | None, float | None]
+
+
+def start_once(module: str, way: str, pythonpath: str | None = None) -> Run:
+    """(ms to the first 200 on /health, CPU ms of the server until then, ms and CPU ms to the
+    first step's reply, or None when the module has no first step here)."""
     port = free_port()
     env = dict(os.environ, OPENENV_LOG_LEVEL="warning")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -116,10 +117,11 @@ def start_once(
                 time.sleep(0.002)
             elapsed = (time.perf_counter() - started) * 1000
             cpu = cpu_ms(proc.pid)
-            stepped = None
+            stepped = stepped_cpu = None
             if module in FIRST_STEP:
                 first_step(port, FIRST_STEP[module])
                 stepped = (time.perf_counter() - started) * 1000
+                stepped_cpu = cpu_ms(proc.pid)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -127,7 +129,7 @@ def start_once(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-    return elapsed, cpu, stepped
+    return elapsed, cpu, stepped, stepped_cpu
 
 
 def main() -> None:
@@ -150,7 +152,7 @@ def main() -> None:
     trees: dict[str, str | None] = {"this": None}
     if args.baseline is not None:
         trees["baseline"] = baseline_path(args.baseline.resolve())
-    results: dict[tuple[str, str, str], list[tuple[float, float, float | None]]] = {}
+    results: dict[tuple[str, str, str], list[Run]] = {}
     for module in args.modules:
         for pythonpath in trees.values():
             # Warm the page cache and write the missing .pyc files.
@@ -166,19 +168,22 @@ def main() -> None:
     with open("/proc/loadavg") as load:
         print(f"load average after: {' '.join(load.read().split()[:3])}")
     print(
-        f"| server | way | tree | /health p50 ms | min ms | CPU ms (p50) "
-        f"| first step p50 ms | rounds: {args.rounds} |"
+        "| server | way | tree | /health p50 ms | min ms | CPU ms (p50) "
+        f"| first step p50 ms | its CPU ms (p50) | rounds: {args.rounds} |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---|")
     for (module, way, tree), runs in results.items():
-        times = [t for t, _, _ in runs]
-        cpus = [c for _, c, _ in runs]
-        steps = [s for _, _, s in runs if s is not None]
-        step = f"{statistics.median(steps):.0f}" if steps else "-"
+        columns = [median([run[i] for run in runs]) for i in range(4)]
+        shortest = f"{min(run[0] for run in runs):.0f}"
+        health, cpu, step, step_cpu = columns
         print(
-            f"| {module} | {way} | {tree} | {statistics.median(times):.0f} | {min(times):.0f} "
-            f"| {statistics.median(cpus):.0f} | {step} | |"
+            f"| {module} | {way} | {tree} | {health} | {shortest} | {cpu} | {step} | {step_cpu} | |"
         )
+
+
+def median(values: list[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    return f"{statistics.median(known):.0f}" if known else "-"
 
 
 if __name__ == "__main__":
