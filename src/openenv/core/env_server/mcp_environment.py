@@ -130,10 +130,10 @@ def _tool_data(result: Any) -> Any:
 def tool_call_result(result: Any) -> CallToolResult:
     """A fastmcp ToolResult (server side) as fastmcp's client-side `CallToolResult`, the type
     OpenEnv's in-process steps return."""
-    # Imported at the first tool call, not with the server: fastmcp's client package imports
-    # its auth helpers (key_value, beartype), ~200 ms of CPU before /health. The first
-    # environment's FastMCP state store needs key_value anyway, so the first reset pays most of
-    # that and the first call ~25 ms (bench/README.md, "Server start").
+    # Imported here, not with the server: fastmcp's client package (its auth helpers: key_value,
+    # beartype) is ~200 ms of CPU that /health need not wait for. A served session imports it
+    # anyway as it starts, for the in-process client it holds open (`mcp_session`, as OpenEnv
+    # does), so the first reset pays it (bench/README.md, "Server start").
     from fastmcp.client.client import CallToolResult
 
     return CallToolResult(
