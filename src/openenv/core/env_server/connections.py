@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from starlette.websockets import WebSocket
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
@@ -119,7 +118,7 @@ class ConnectionLimits:
         if ws == "websockets-sansio":
             options["ws"] = functools.partial(BoundedWebSocketProtocol, limits=self)
         if http in ("httptools", "h11"):
-            cls = HttpToolsTimeoutProtocol if http == "httptools" else H11TimeoutProtocol
+            cls = HttpToolsTimeoutProtocol if http == "httptools" else h11_timeout_protocol()
             options["http"] = functools.partial(cls, limits=self)
         return options
 
@@ -243,25 +242,30 @@ else:  # pragma: no cover
     HttpToolsTimeoutProtocol = None  # type: ignore[assignment,misc]
 
 
-class H11TimeoutProtocol(_HTTPTimeouts, H11Protocol):
-    """uvicorn's h11 protocol with header and body deadlines."""
+@functools.cache
+def h11_timeout_protocol() -> type:
+    """uvicorn's h11 protocol with header and body deadlines; made when a server uses h11 (no
+    httptools installed), so that one using httptools never imports h11 (~25 ms of its start)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    def data_received(self, data: bytes) -> None:
-        import h11
+    class H11TimeoutProtocol(_HTTPTimeouts, H11Protocol):
+        def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE:
+                self._arm_header()  # the first bytes of a request on a kept-alive connection
+            super().data_received(data)
+            state = self.conn.their_state
+            if state is h11.SEND_BODY:
+                self._headers_done(has_body=True)
+            elif state is not h11.IDLE:
+                self._header_timer.cancel()
+                self._body_done()
 
-        if self.conn.their_state is h11.IDLE:
-            self._arm_header()  # the first bytes of a request on a kept-alive connection
-        super().data_received(data)
-        state = self.conn.their_state
-        if state is h11.SEND_BODY:
-            self._headers_done(has_body=True)
-        elif state is not h11.IDLE:
-            self._header_timer.cancel()
-            self._body_done()
+        def handle_websocket_upgrade(self, event: Any) -> None:
+            self._cancel_timers(for_good=True)
+            super().handle_websocket_upgrade(event)
 
-    def handle_websocket_upgrade(self, event: Any) -> None:
-        self._cancel_timers(for_good=True)
-        super().handle_websocket_upgrade(event)
+    return H11TimeoutProtocol
 
 
 class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):

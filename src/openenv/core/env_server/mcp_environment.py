@@ -16,11 +16,10 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 from fastmcp import FastMCP
-from fastmcp.client.client import CallToolResult
 from fastmcp.exceptions import NotFoundError, ToolError
 from fastmcp.exceptions import ValidationError as ToolValidationError
 from fastmcp.tools import FunctionTool
@@ -47,6 +46,9 @@ from .mcp_types import (
     ToolError as ToolErrorModel,
 )
 from .types import Action, Observation
+
+if TYPE_CHECKING:
+    from fastmcp.client.client import CallToolResult
 
 try:  # fastmcp >= 3
     from fastmcp.exceptions import DisabledError
@@ -128,6 +130,12 @@ def _tool_data(result: Any) -> Any:
 def tool_call_result(result: Any) -> CallToolResult:
     """A fastmcp ToolResult (server side) as fastmcp's client-side `CallToolResult`, the type
     OpenEnv's in-process steps return."""
+    # Imported here, not with the server: fastmcp's client package (its auth helpers: key_value,
+    # beartype) is ~200 ms of CPU that /health need not wait for. A served session imports it
+    # anyway as it starts, for the in-process client it holds open (`mcp_session`, as OpenEnv
+    # does), so the first reset pays it (bench/README.md, "Server start").
+    from fastmcp.client.client import CallToolResult
+
     return CallToolResult(
         content=list(getattr(result, "content", None) or []),
         structured_content=getattr(result, "structured_content", None),

@@ -21,9 +21,8 @@ import os
 import signal
 import socket
 import tempfile
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..protocol import (
@@ -34,6 +33,10 @@ from ..protocol import (
     session_id_from_scope,
 )
 from .asgi import read_body, replay
+from .runner import import_app
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger("openenv.server")
 
@@ -63,6 +66,10 @@ class WorkerRouter:
     """ASGI middleware that forwards requests for other workers' sessions to their owner."""
 
     def __init__(self, app: ASGIApp) -> None:
+        # Here, not at module import: every server imports this module (worker_prefix), only
+        # a multi-worker one forwards, and httpx costs ~20-50 ms of a server's start.
+        import httpx  # noqa: F401
+
         self.app = app
         self.me = os.environ.get(WORKER_ID_ENV, "")
         self.directory = os.environ.get(WORKER_DIR_ENV, "")
@@ -109,6 +116,8 @@ class WorkerRouter:
     async def _forward_http(
         self, owner: str, scope: Scope, receive: Receive, send: Send, body: Optional[bytes]
     ) -> None:
+        import httpx
+
         client = self._clients.get(owner)
         if client is None:
             transport = httpx.AsyncHTTPTransport(uds=self._socket_path(owner))
@@ -245,7 +254,7 @@ def _worker_main(
     unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     unix.bind(path)
     unix.listen(2048)
-    config = uvicorn.Config(app, **options)
+    config = uvicorn.Config(import_app(app), **options)
     server = uvicorn.Server(config)
     server.run(sockets=[public, unix])
 

@@ -1,15 +1,38 @@
 """Rubrics: composable reward functions for environments.
 
 See `openenv.core.rubrics.base` for the evaluation model (sync/async, hook order, errors).
+The LLM judge's names are imported on first use: they bring an HTTP client (httpx, ~50 ms of a
+server's start) that an environment without a judge never needs.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .base import AwaitableScore, RemovableHandle, Rubric, RubricError, failed_rubric_path
 from .containers import Gate, RubricDict, RubricList, Sequential, WeightedSum
 from .group import GroupRelativeRubric, group_relative_advantages
-from .llm_judge import JudgeError, LLMJudge, ParsedScore, parse_score
 from .trajectory import ExponentialDiscountingTrajectoryRubric, TrajectoryRubric
+
+if TYPE_CHECKING:
+    from .llm_judge import JudgeError, LLMJudge, ParsedScore, parse_score
+
+_LAZY = dict.fromkeys(["JudgeError", "LLMJudge", "ParsedScore", "parse_score"], ".llm_judge")
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "AwaitableScore",
