@@ -609,6 +609,7 @@ def _run_load(
     server_pid: int | None,
     duration: float,
     tick: Tick | None,
+    on_go: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     ctx = _ctx()
     ready_q, result_q = ctx.Queue(), ctx.Queue()
@@ -624,6 +625,8 @@ def _run_load(
             go.set()
             return {"ok": False, "na": failed[0].get("na", False), "error": failed[0]["error"]}
         gc0 = gc_snapshot(server_pid)
+        if on_go is not None:
+            on_go()  # e.g. a profiler that should see steps only, not the sessions' set-up
         cpu0 = proc_cpu_seconds(server_pid) if server_pid else None
         t0 = time.perf_counter()
         go.set()
@@ -701,6 +704,7 @@ def measure_ws(
     sessions: int,
     server_pid: int | None,
     tick: Tick | None = None,
+    on_go: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     procs = 1 if sessions == 1 else bench.client_procs
     cfgs = [
@@ -715,7 +719,7 @@ def measure_ws(
         }
         for share in _split(sessions, procs)
     ]
-    return _run_load(ws_load_worker, cfgs, server_pid, bench.duration, tick)
+    return _run_load(ws_load_worker, cfgs, server_pid, bench.duration, tick, on_go)
 
 
 def measure_http(
