@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any
-
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from fastmcp import FastMCP
 
