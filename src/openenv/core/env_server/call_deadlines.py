@@ -28,8 +28,8 @@ class Deadline:
         self._owner = owner
         self.limit = limit
         self.when = owner.loop.time() + limit
-        self.task = task
-        self.cancelling = task.cancelling()
+        self.task: Any = task  # (typed Any: `cancelling`/`uncancel` are Python 3.11+)
+        self.cancelling: int = self.task.cancelling()
         self.expired = False
 
     def finish(self, exc: BaseException | None = None) -> None:
