@@ -24,11 +24,11 @@ class Deadline:
 
     __slots__ = ("_owner", "cancelling", "expired", "limit", "task", "when")
 
-    def __init__(self, owner: _LoopDeadlines, limit: float, task: asyncio.Task[Any]) -> None:
+    def __init__(self, owner: _LoopDeadlines, limit: float, task: Any) -> None:
         self._owner = owner
         self.limit = limit
         self.when = owner.loop.time() + limit
-        self.task: Any = task  # (typed Any: `cancelling`/`uncancel` are Python 3.11+)
+        self.task = task  # an asyncio.Task (Any: `cancelling`/`uncancel` are Python 3.11+)
         self.cancelling: int = self.task.cancelling()
         self.expired = False
 
