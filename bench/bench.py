@@ -379,6 +379,8 @@ async def _ws_load(cfg: dict[str, Any], ready_q: Any, go: Any, result_q: Any, re
         try:
             while True:
                 if interval:
+                    if next_at >= stop_at:
+                        break  # (sleeping past the end would stretch the elapsed time)
                     wait = next_at - pc()
                     if wait > 0:
                         await asyncio.sleep(wait)
