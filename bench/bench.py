@@ -24,6 +24,7 @@ import json
 import multiprocessing as mp
 import os
 import queue
+import random
 import resource
 import shlex
 import signal
@@ -336,6 +337,9 @@ def ws_load_worker(cfg: dict[str, Any], ready_q: Any, go: Any, result_q: Any, re
 
 async def _ws_load(cfg: dict[str, Any], ready_q: Any, go: Any, result_q: Any, release: Any) -> None:
     client = CLIENTS[cfg["client"]]
+    # Open loop: a session steps every `interval` seconds (it "thinks" in between), whatever
+    # the latency; closed loop (None): it steps again as soon as it is answered.
+    interval: float | None = cfg.get("interval")
     frame = json.dumps({"type": "step", "data": cfg["action"]}, separators=(",", ":")).encode()
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(64)
@@ -370,8 +374,17 @@ async def _ws_load(cfg: dict[str, Any], ready_q: Any, go: Any, result_q: Any, re
 
     async def drive(conn: Any) -> None:
         steps = 0
+        # Sessions start at random phases so the aggregate rate is even, not in bursts.
+        next_at = start + random.uniform(0, interval) if interval else 0.0
         try:
             while True:
+                if interval:
+                    if next_at >= stop_at:
+                        break  # (sleeping past the end would stretch the elapsed time)
+                    wait = next_at - pc()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    next_at += interval  # behind schedule: the next step is sent at once
                 t0 = pc()
                 if t0 >= stop_at:
                     break
@@ -564,6 +577,8 @@ class Bench:
     client_procs: int = 2
     client_cpus: list[int] = field(default_factory=list)
     warmup: int = 20
+    #: Aggregate steps/s of the open-loop phase ("open"), spread over its sessions.
+    rate: float = 1000.0
     idle_sessions: int = 10000
     idle_timeout: float = 300.0
     idle_procs: int = 2
@@ -609,6 +624,7 @@ def _run_load(
     server_pid: int | None,
     duration: float,
     tick: Tick | None,
+    on_go: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     ctx = _ctx()
     ready_q, result_q = ctx.Queue(), ctx.Queue()
@@ -624,6 +640,8 @@ def _run_load(
             go.set()
             return {"ok": False, "na": failed[0].get("na", False), "error": failed[0]["error"]}
         gc0 = gc_snapshot(server_pid)
+        if on_go is not None:
+            on_go()  # e.g. a profiler that should see steps only, not the sessions' set-up
         cpu0 = proc_cpu_seconds(server_pid) if server_pid else None
         t0 = time.perf_counter()
         go.set()
@@ -701,7 +719,11 @@ def measure_ws(
     sessions: int,
     server_pid: int | None,
     tick: Tick | None = None,
+    on_go: Callable[[], None] | None = None,
+    rate: float | None = None,
 ) -> dict[str, Any]:
+    """Closed loop (each session steps again once answered), or with `rate` open loop: the
+    sessions together send `rate` steps/s, each one every `sessions / rate` seconds."""
     procs = 1 if sessions == 1 else bench.client_procs
     cfgs = [
         {
@@ -712,10 +734,14 @@ def measure_ws(
             "client": bench.client,
             "cpus": bench.client_cpus,
             "warmup": bench.warmup if sessions < 64 else 2,
+            "interval": sessions / rate if rate else None,
         }
         for share in _split(sessions, procs)
     ]
-    return _run_load(ws_load_worker, cfgs, server_pid, bench.duration, tick)
+    result = _run_load(ws_load_worker, cfgs, server_pid, bench.duration, tick, on_go)
+    if rate and result.get("ok"):
+        result["target_rate"] = rate
+    return result
 
 
 def measure_http(
@@ -1084,6 +1110,12 @@ def _better(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
     return bool(new.get("ok")) and new["steps_per_s"] > old["steps_per_s"]
 
 
+def _better_open(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    if old is None or not old.get("ok"):
+        return True
+    return bool(new.get("ok")) and new["p99_us"] < old["p99_us"]
+
+
 def run_load_phases(
     bench: Bench,
     endpoints: list[Endpoint],
@@ -1103,6 +1135,8 @@ def run_load_phases(
         plan += [("ws", 1), ("http", 1)]
     if "conc" in phases:
         plan += [("ws", n) for n in CONCURRENCY_LEVELS if n > 1]
+    if "open" in phases:
+        plan += [("open", n) for n in CONCURRENCY_LEVELS]
     if not plan:
         return
     overall = progress.add_task("load measurements", total=repeat * len(plan) * len(endpoints))
@@ -1116,6 +1150,8 @@ def run_load_phases(
                 name = (
                     "HTTP sequential"
                     if kind == "http"
+                    else f"WS x{n} open loop"
+                    if kind == "open"
                     else ("WS sequential" if n == 1 else f"WS x{n}")
                 )
                 tid = progress.add_task(f"{ep.label}: {name} (run {rep + 1})", total=1.0)
@@ -1127,6 +1163,9 @@ def run_load_phases(
                     if kind == "http":
                         r = measure_http(bench, ep.url, ep.action, ep.pid, tick)
                         slot, container = "http_seq", res
+                    elif kind == "open":
+                        r = measure_ws(bench, ep.url, ep.action, n, ep.pid, tick, rate=bench.rate)
+                        slot, container = str(n), res.setdefault("ws_open", {})
                     else:
                         r = measure_ws(bench, ep.url, ep.action, n, ep.pid, tick)
                         if n == 1:
@@ -1135,12 +1174,24 @@ def run_load_phases(
                             slot, container = str(n), res.setdefault("ws_conc", {})
                 except Exception as exc:
                     r = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-                    slot = "http_seq" if kind == "http" else ("ws_seq" if n == 1 else str(n))
-                    container = res if kind == "http" or n == 1 else res.setdefault("ws_conc", {})
+                    if kind == "open":
+                        slot, container = str(n), res.setdefault("ws_open", {})
+                    else:
+                        slot = "http_seq" if kind == "http" else ("ws_seq" if n == 1 else str(n))
+                        container = (
+                            res if kind == "http" or n == 1 else res.setdefault("ws_conc", {})
+                        )
                 runs = (container.get(slot) or {}).get("runs", [])
                 if r.get("ok"):
                     runs = [*runs, round(r["steps_per_s"])]
-                if _better(r, container.get(slot)):
+                if kind == "open":
+                    # The rate is fixed: the best run is the one with the lowest p99.
+                    p99s = [*(container.get(slot) or {}).get("p99_runs", []), r.get("p99_us")]
+                    if _better_open(r, container.get(slot)):
+                        container[slot] = r
+                    container[slot]["runs"] = runs
+                    container[slot]["p99_runs"] = p99s
+                elif _better(r, container.get(slot)):
                     container[slot] = r
                 container[slot]["runs"] = runs
                 progress.remove_task(tid)
@@ -1189,7 +1240,13 @@ def _load_cells(r: dict[str, Any] | None) -> list[str]:
     notes = []
     if r.get("errors"):
         notes.append(f"{r['errors']} errors: {(r.get('error_samples') or [''])[0][:60]}")
-    if len(runs) > 1:
+    if r.get("target_rate"):
+        # Open loop: steps/s should equal the target; less means the server fell behind.
+        p99s = [x for x in r.get("p99_runs") or [] if x is not None]
+        notes.append(f"target {r['target_rate']:,.0f}/s")
+        if len(p99s) > 1:
+            notes.append("p99 runs " + " / ".join(f"{x / 1000:,.1f} ms" for x in p99s))
+    elif len(runs) > 1:
         notes.append("runs " + " / ".join(f"{x:,}" for x in runs))
     return [
         _fmt(r["steps_per_s"]),
@@ -1246,6 +1303,10 @@ def render(console: Any, results: dict[str, dict[str, Any]], labels: dict[str, s
             r = res.get("ws_conc", {}).get(str(n))
             if n > 1 and r:
                 rows.append((f"WS, {n} sessions", r))
+        for n in CONCURRENCY_LEVELS:
+            r = res.get("ws_open", {}).get(str(n))
+            if r:
+                rows.append((f"WS, {n} sessions, open loop", r))
         for i, (name, r) in enumerate(rows):
             table.add_row(
                 labels[key] if i == 0 else "", name, *_load_cells(r), end_section=i == len(rows) - 1
@@ -1453,7 +1514,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--phases",
         default="seq,conc,idle",
-        help="measurements to run: seq, conc, idle (default all)",
+        help="measurements to run: seq, conc, idle (default all), and open (open loop: "
+        "--rate steps/s in all, spread over the --levels sessions)",
     )
     p.add_argument(
         "--openenv-python",
@@ -1471,6 +1533,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(map(str, CONCURRENCY_LEVELS)),
         help="sessions stepping at once in the concurrent phase, comma-separated "
         "(e.g. 1,8,64,256,1024)",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=1000.0,
+        help="open-loop phase: steps/s of all sessions together, below the server's capacity "
+        "(each of N sessions steps every N/rate seconds, as an agent that thinks between steps)",
     )
     p.add_argument("--idle-sessions", type=int, default=10000, help="idle sessions to open")
     p.add_argument(
@@ -1539,6 +1608,7 @@ def main(argv: list[str] | None = None) -> int:
         idle_sessions=args.idle_sessions,
         idle_timeout=args.idle_timeout,
         idle_procs=args.client_procs,
+        rate=args.rate,
     )
     phases = {p.strip() for p in args.phases.split(",") if p.strip()}
     if nofile < args.idle_sessions // max(1, args.client_procs) + 100:
@@ -1624,7 +1694,7 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         with progress:
-            if phases & {"seq", "conc"}:
+            if phases & {"seq", "conc", "open"}:
                 servers: dict[str, Server] = {}
                 try:
                     for key in keys:

@@ -153,27 +153,37 @@ def cpu(args: argparse.Namespace) -> None:
         )
         # Unprofiled run first (also the warm-up): its CPU per step scales the sample shares.
         base = B.measure_ws(bench, server.url, B.ACTIONS[action_name], args.sessions, server.pid)
-        spy = subprocess.Popen(
-            [
-                pyspy,
-                "record",
-                "--pid",
-                str(server.pid),
-                "--duration",
-                str(int(args.duration - 1)),
-                "--rate",
-                str(args.rate),
-                "--format",
-                "raw",
-                "-o",
-                out,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        spies: list[subprocess.Popen[bytes]] = []
+
+        def start_spy() -> None:
+            # Once every session is open and reset: the profile holds the steps only.
+            spies.append(
+                subprocess.Popen(
+                    [
+                        pyspy,
+                        "record",
+                        "--pid",
+                        str(server.pid),
+                        "--duration",
+                        str(int(args.duration - 1)),
+                        "--rate",
+                        str(args.rate),
+                        "--format",
+                        "raw",
+                        "-o",
+                        out,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            time.sleep(0.5)
+
+        result = B.measure_ws(
+            bench, server.url, B.ACTIONS[action_name], args.sessions, server.pid, on_go=start_spy
         )
-        time.sleep(0.5)
-        result = B.measure_ws(bench, server.url, B.ACTIONS[action_name], args.sessions, server.pid)
-        spy.wait(timeout=60)
+        for spy in spies:
+            spy.wait(timeout=60)
     finally:
         server.stop()
     report_cpu(out, base, result, args)

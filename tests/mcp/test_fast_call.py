@@ -359,6 +359,51 @@ def test_call_tool_core_is_still_what_the_direct_path_reproduces() -> None:
         assert needle in get_tool, needle
 
 
+def test_function_tool_run_is_still_what_the_direct_path_reproduces() -> None:
+    """Fails when fastmcp changes `FunctionTool.run`, which `_FunctionToolPlan` mirrors with its
+    per-call look-ups done once per tool."""
+    from fastmcp.tools.function_tool import FunctionTool
+
+    run = inspect.getsource(FunctionTool.run)
+    for needle in (
+        "body_fn = _wrap_body_errors(self.fn, materialize_generators=True)",
+        "body_fn, run_in_thread=self.run_in_thread",
+        "exec_fn = _wrap_body_errors(wrapper_fn)",
+        "type_adapter = get_cached_typeadapter(exec_fn)",
+        "exec_is_async = is_coroutine_function(wrapper_fn)",
+        "strict = _strict_input_validation()",
+        "type_adapter, exec_is_async, arguments, strict=strict",
+        "if isinstance(result, mcp_types.InputRequiredResult):",
+        "return InputRequiredToolResult(result)",
+        "return self.convert_result(result)",
+    ):
+        assert needle in run, needle
+    assert run.count("await ") == 1  # nothing else awaited around the body
+
+
+async def test_function_tools_run_on_their_looked_up_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastmcp.tools.function_tool import FunctionTool
+
+    def no_run(self: Any, arguments: dict[str, Any]) -> Any:
+        raise AssertionError("FunctionTool.run called: the plan was not used")
+
+    env = CasesEnvironment()
+    await env.call_tool_raw("echo", {"message": "warm"})
+    monkeypatch.setattr(FunctionTool, "run", no_run)
+    for name, arguments in (("echo", {"message": "x"}), ("sync_add", {"a": 1}), ("bump", {})):
+        result = await env.call_tool_raw(name, arguments)
+        assert not result.is_error
+    # A tool whose function was swapped after the plan was made runs as fastmcp runs it.
+    tool = await env.mcp_server._local_provider.get_tool("echo")
+    monkeypatch.undo()
+
+    async def shout(message: str) -> str:
+        return message.upper()
+
+    tool.fn = shout
+    assert (await env.call_tool_raw("echo", {"message": "y"})).structured_content == {"result": "Y"}
+
+
 async def test_session_rules_are_skipped_only_on_a_store_watched_from_its_start() -> None:
     fresh = CasesEnvironment()
     assert fresh.__dict__["_fast_caller"]._rules.possible is False

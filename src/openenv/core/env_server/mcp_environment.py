@@ -27,6 +27,7 @@ from fastmcp.tools import FunctionTool
 from ...core.utils import run_coroutine_sync
 from ...sandbox import Sandbox, SandboxError
 from ..errors import InvalidActionError
+from .call_deadlines import start_deadline
 from .code_mode import CodeModeLimits, compat_metadata, run_code
 from .interfaces import Environment, Transform
 from .mcp_fast_call import FastToolCaller
@@ -65,10 +66,9 @@ except ImportError:  # pragma: no cover (older fastmcp: ctx state needs a live M
 MCP_TOOL_CALL_TIMEOUT = 30.0
 _MODES = ("simulation", "production")
 
-if sys.version_info >= (3, 11):
-    _timeout = asyncio.timeout
-else:  # pragma: no cover
-    _timeout = None
+#: Tool-call time limits share one timer per loop (see call_deadlines.py); Python 3.10 has no
+#: `Task.uncancel` to tell our cancellation from another, so it keeps `asyncio.wait_for`.
+_SHARED_DEADLINES = sys.version_info >= (3, 11)
 
 
 class ToolCallFailed(Exception):
@@ -324,10 +324,16 @@ class MCPEnvironment(Environment):
                 if not self._reserved_checked:
                     await self._server_tools()
                 call = self._call_server_tool(name, arguments)
-            if _timeout is not None:
-                async with _timeout(limit):
-                    return await call
-            return await asyncio.wait_for(call, limit)  # pragma: no cover (Python 3.10)
+            if not _SHARED_DEADLINES:  # pragma: no cover (Python 3.10)
+                return await asyncio.wait_for(call, limit)
+            deadline = start_deadline(limit)
+            try:
+                result = await call
+            except BaseException as exc:
+                deadline.finish(exc)  # TimeoutError if the deadline cancelled the call
+                raise
+            deadline.finish()
+            return result
         except (TimeoutError, asyncio.TimeoutError):
             raise ToolCallFailed(
                 ToolErrorType.TIMEOUT, f"Tool '{name}' timed out after {limit:g} seconds"

@@ -28,12 +28,22 @@ try:
     from fastmcp.exceptions import FastMCPError, ToolError
     from fastmcp.exceptions import ValidationError as ToolValidationError
     from fastmcp.server.context import Context
+    from fastmcp.server.dependencies import without_injected_parameters
     from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
     from fastmcp.server.providers.prefab_payload import payload_has_identities
     from fastmcp.server.server import _validation_error_summary
     from fastmcp.server.transforms.visibility import apply_session_transforms, is_enabled
+    from fastmcp.tools.base import InputRequiredToolResult
+    from fastmcp.tools.function_tool import (
+        FunctionTool,
+        _strict_input_validation,
+        _wrap_body_errors,
+    )
+    from fastmcp.utilities.async_utils import is_coroutine_function
     from fastmcp.utilities.exceptions import get_http_status_code, is_timeout_error
+    from fastmcp.utilities.types import get_cached_typeadapter
     from mcp.shared.exceptions import MCPError
+    from mcp_types import InputRequiredResult
     from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
     from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, get_tracer_provider
     from pydantic import ValidationError as PydanticValidationError
@@ -125,6 +135,34 @@ def _tracing_installed() -> bool:
     return not isinstance(get_tracer_provider(), (ProxyTracerProvider, NoOpTracerProvider))
 
 
+class _FunctionToolPlan:
+    """What `FunctionTool.run` looks up on every call (three lru caches and an inspect check:
+    ~3 µs), looked up once per tool; the same objects, since those caches return them."""
+
+    __slots__ = ("fn", "is_async", "type_adapter")
+
+    def __init__(self, tool: Any) -> None:
+        self.fn = tool.fn
+        body_fn = _wrap_body_errors(tool.fn, materialize_generators=True)
+        wrapper_fn = without_injected_parameters(body_fn, run_in_thread=tool.run_in_thread)
+        self.type_adapter = get_cached_typeadapter(_wrap_body_errors(wrapper_fn))
+        self.is_async = is_coroutine_function(wrapper_fn)
+
+    @staticmethod
+    def for_tool(tool: Any) -> _FunctionToolPlan | None:
+        # Subclasses may run differently (`_run`/`run` overridden): they keep `tool._run`.
+        return _FunctionToolPlan(tool) if type(tool) is FunctionTool else None
+
+    async def run(self, tool: Any, arguments: dict[str, Any]) -> Any:
+        """`FunctionTool.run(arguments)` with the looked-up parts given."""
+        result = await tool._run_body(
+            self.type_adapter, self.is_async, arguments, strict=_strict_input_validation()
+        )
+        if isinstance(result, InputRequiredResult):
+            return InputRequiredToolResult(result)
+        return tool.convert_result(result)
+
+
 class FastToolCaller:
     """Per environment: the tools resolved for the direct call, dropped when the server changes.
 
@@ -139,6 +177,7 @@ class FastToolCaller:
         self._fingerprint: tuple[Any, ...] | None = None
         self._eligible = False
         self._tools: dict[str, Any] = {}
+        self._plans: dict[str, _FunctionToolPlan | None] = {}
         self._rules = _rules_watch(server) if self._supported else None
 
     def _current_fingerprint(self) -> tuple[Any, ...]:
@@ -173,12 +212,15 @@ class FastToolCaller:
             self._fingerprint = fingerprint
             self._eligible = self._server_eligible()
             self._tools.clear()
+            self._plans.clear()
         if not self._eligible:
             return None
         if name not in self._tools:
             # Unknown names and tools with their own auth check keep `call_tool`.
             tool = await self.server._local_provider.get_tool(name)
-            self._tools[name] = tool if tool is not None and tool.auth is None else None
+            usable = tool is not None and tool.auth is None
+            self._tools[name] = tool if usable else None
+            self._plans[name] = _FunctionToolPlan.for_tool(tool) if usable else None
         return self._tools[name]
 
     async def call(self, tool: Any, name: str, arguments: dict[str, Any]) -> Any:
@@ -192,8 +234,12 @@ class FastToolCaller:
             marked = await apply_session_transforms([tool]) if possible else [tool]
             if not marked or not is_enabled(marked[0]):
                 return None
+            plan = self._plans.get(name)
             try:
-                result = await marked[0]._run(arguments)
+                if plan is not None and marked[0] is tool and tool.fn is plan.fn:
+                    result = await plan.run(tool, arguments)
+                else:
+                    result = await marked[0]._run(arguments)
             except Exception as exc:
                 mapped = _as_call_tool_raises(server, name, exc)
                 if mapped is exc:
