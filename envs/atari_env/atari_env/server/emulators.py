@@ -16,12 +16,13 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
+import pickle
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
-from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,25 @@ class EmulatorError(RuntimeError):
     message is ale-py's."""
 
 
+# One request: op, emulator handle, an int argument, the length of a pickled payload after it.
+_REQUEST = struct.Struct("<BIqI")
+# One reply: status, reward, terminated, truncated, lives, episode and total frame numbers,
+# the length of what follows (the frame's bytes, or a pickled value or error message).
+_REPLY = struct.Struct("<Bd??iqqI")
+_MAKE, _RESET, _RESET_SEEDED, _STEP, _SEED_GAME, _CLOSE = range(6)
+_OK, _FRAME, _ERROR = range(3)
+
+
+def _receive(sock: socket.socket, size: int) -> bytes:
+    """Exactly `size` bytes, as one new bytes object (one system call unless interrupted)."""
+    data = sock.recv(size, socket.MSG_WAITALL)
+    if len(data) == size:
+        return data
+    if not data:
+        raise EOFError("the other end closed the socket")
+    return data + _receive(sock, size - len(data))
+
+
 class _Worker:
     """One emulator process and the socket to it; one request at a time (`lock`)."""
 
@@ -65,30 +85,34 @@ class _Worker:
             stdin=subprocess.DEVNULL,
         )
         theirs.close()
-        self.conn = Connection(ours.detach())
+        self.sock = ours
         self.lock = threading.Lock()
         self.emulators = 0
         self.alive = True
 
-    def call(self, op: str, handle: int, arg: Any = None) -> tuple[Any, bytes | None]:
-        """The worker's answer to one request, and the frame's bytes when it sent one."""
+    def call(self, op: int, handle: int, arg: int = 0, payload: Any = None) -> tuple[Any, ...]:
+        """The reply's fields and what followed it: the frame's bytes, or the unpickled value."""
+        data = b"" if payload is None else pickle.dumps(payload)
         with self.lock:
             if not self.alive:
                 raise _lost()
             try:
-                self.conn.send((op, handle, arg))
-                status, value = self.conn.recv()
-                frame = self.conn.recv_bytes() if status == "frame" else None
+                self.sock.sendall(_REQUEST.pack(op, handle, arg, len(data)) + data)
+                status, *fields, size = _REPLY.unpack(_receive(self.sock, _REPLY.size))
+                body = _receive(self.sock, size) if size else b""
             except (EOFError, OSError):
                 self.alive = False
                 raise _lost() from None
-        if status == "error":
+        if status == _FRAME:
+            return (*fields, body)
+        value = pickle.loads(body) if body else None
+        if status == _ERROR:
             raise EmulatorError(value)
-        return value, frame
+        return (value,)
 
     def close(self) -> None:
         self.alive = False
-        self.conn.close()  # the worker reads EOF and exits
+        self.sock.close()  # the worker reads EOF and exits
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -112,7 +136,9 @@ class EmulatorPool:
 
     def create(self, **options: Any) -> RemoteEmulator:
         with self._lock:
-            self._workers = [w for w in self._workers if w.alive]
+            for lost in [w for w in self._workers if not w.alive]:
+                self._workers.remove(lost)
+                lost.close()  # reaps the process
             if len(self._workers) < self.processes:
                 self._workers.append(_Worker())
             worker = min(self._workers, key=lambda w: w.emulators)
@@ -157,7 +183,7 @@ class RemoteEmulator:
         self._handle = handle
         self._closed = False
         try:
-            self._meanings, _ = worker.call("make", handle, options)
+            self._meanings, self._shape, self._dtype = worker.call(_MAKE, handle, 0, options)[0]
         except BaseException:
             self._release()
             raise
@@ -170,24 +196,26 @@ class RemoteEmulator:
         return list(self._meanings)
 
     def seed_game(self, seed: int) -> None:
-        self._worker.call("seed_game", self._handle, seed)
+        self._worker.call(_SEED_GAME, self._handle, seed)
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        (shape, dtype, info), frame = self._worker.call("reset", self._handle, seed)
-        return _array(frame, shape, dtype), info
+        if seed is None:
+            reply = self._worker.call(_RESET, self._handle)
+        else:
+            reply = self._worker.call(_RESET_SEEDED, self._handle, seed)
+        _, _, _, *info, frame = reply
+        return self._frame(frame), _info(*info)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        (shape, dtype, reward, terminated, truncated, info), frame = self._worker.call(
-            "step", self._handle, action
-        )
-        return _array(frame, shape, dtype), reward, terminated, truncated, info
+        reward, terminated, truncated, *info, frame = self._worker.call(_STEP, self._handle, action)
+        return self._frame(frame), reward, terminated, truncated, _info(*info)
 
     def close(self) -> None:
         if self._closed:
             return
         try:
             if self._worker.alive:
-                self._worker.call("close", self._handle)
+                self._worker.call(_CLOSE, self._handle)
         except ServerError:
             pass
         finally:
@@ -198,57 +226,73 @@ class RemoteEmulator:
         with self._worker.lock:
             self._worker.emulators -= 1
 
+    def _frame(self, frame: bytes) -> np.ndarray:
+        """A read-only array over the received bytes (no copy: `encode_frame` hands those bytes
+        on as they are)."""
+        return np.frombuffer(frame, dtype=self._dtype).reshape(self._shape)
 
-def _array(frame: bytes | None, shape: list[int], dtype: str) -> np.ndarray:
-    """The frame as a read-only array over the received bytes (no copy: `encode_frame` hands
-    those bytes on as they are)."""
-    assert frame is not None
-    return np.frombuffer(frame, dtype=dtype).reshape(shape)
+
+def _info(lives: int, episode_frame_number: int, frame_number: int) -> dict[str, Any]:
+    """ale-py's step/reset info."""
+    return {
+        "lives": lives,
+        "episode_frame_number": episode_frame_number,
+        "frame_number": frame_number,
+    }
 
 
 # -- the worker process -------------------------------------------------------------------------
 
 
-def _serve(conn: Connection) -> None:
+def _serve(sock: socket.socket) -> None:
     """Answer requests until the server closes its end (or dies)."""
     from ale_py.env import AtariEnv as AleAtariEnv
 
     emulators: dict[int, AleAtariEnv] = {}
+
+    def reply(status: int, value: Any = None) -> None:
+        data = b"" if value is None else pickle.dumps(value)
+        sock.sendall(_REPLY.pack(status, 0.0, False, False, 0, 0, 0, len(data)) + data)
+
     while True:
         try:
-            op, handle, arg = conn.recv()
+            op, handle, arg, size = _REQUEST.unpack(_receive(sock, _REQUEST.size))
+            payload = pickle.loads(_receive(sock, size)) if size else None
         except (EOFError, OSError):
             return
+        reward, terminated, truncated = 0.0, False, False
         try:
-            if op == "make":
-                emulators[handle] = AleAtariEnv(**arg)
-                conn.send(("ok", list(emulators[handle].get_action_meanings())))
+            if op == _MAKE:
+                emulator = emulators[handle] = AleAtariEnv(**payload)
+                space = emulator.observation_space
+                shape, dtype = list(space.shape or ()), np.dtype(space.dtype).str
+                reply(_OK, (list(emulator.get_action_meanings()), shape, dtype))
                 continue
             emulator = emulators[handle]
-            if op == "step":
+            if op == _STEP:
                 frame, reward, terminated, truncated, info = emulator.step(arg)
-                head = (float(reward), bool(terminated), bool(truncated), dict(info))
-            elif op == "reset":
-                frame, info = emulator.reset(seed=arg)
-                head = (dict(info),)
-            elif op == "seed_game":
+            elif op in (_RESET, _RESET_SEEDED):
+                frame, info = emulator.reset(seed=arg if op == _RESET_SEEDED else None)
+            elif op == _SEED_GAME:
                 emulator.seed_game(arg)
-                conn.send(("ok", None))
+                reply(_OK)
                 continue
-            elif op == "close":
+            elif op == _CLOSE:
                 emulators.pop(handle).close()
-                conn.send(("ok", None))
+                reply(_OK)
                 continue
             else:
-                raise ValueError(f"unknown request {op!r}")
+                raise ValueError(f"unknown request {op}")
         except Exception as exc:
-            conn.send(("error", str(exc)))
+            reply(_ERROR, str(exc))
             continue
         frame = np.ascontiguousarray(frame)
-        conn.send(("frame", (list(frame.shape), frame.dtype.str, *head)))
-        conn.send_bytes(frame.reshape(-1))  # (send_bytes counts a 3-D buffer by rows)
+        head = _REPLY.pack(_FRAME, float(reward), bool(terminated), bool(truncated),
+                           int(info["lives"]), int(info["episode_frame_number"]),
+                           int(info["frame_number"]), frame.nbytes)  # fmt: skip
+        sock.sendmsg([head, frame.reshape(-1)])  # one system call, the frame not copied
 
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's; EOF ends this
-    _serve(Connection(int(sys.argv[1])))
+    _serve(socket.socket(fileno=int(sys.argv[1])))
