@@ -14,9 +14,9 @@ them on an `ale_py.env.AtariEnv` in the worker, so the episodes are the same as 
 from __future__ import annotations
 
 import atexit
-import itertools
 import os
 import pickle
+import selectors
 import signal
 import socket
 import struct
@@ -55,12 +55,12 @@ class EmulatorError(RuntimeError):
     message is ale-py's."""
 
 
-# One request: op, emulator handle, an int argument, the length of a pickled payload after it.
-_REQUEST = struct.Struct("<BIqI")
+# One request: op, an int argument, the length of a pickled payload after it.
+_REQUEST = struct.Struct("<BqI")
 # One reply: status, reward, terminated, truncated, lives, episode and total frame numbers,
 # the length of what follows (the frame's bytes, or a pickled value or error message).
 _REPLY = struct.Struct("<Bd??iqqI")
-_MAKE, _RESET, _RESET_SEEDED, _STEP, _SEED_GAME, _CLOSE = range(6)
+_MAKE, _RESET, _RESET_SEEDED, _STEP, _SEED_GAME = range(5)
 _OK, _FRAME, _ERROR = range(3)
 
 
@@ -75,7 +75,9 @@ def _receive(sock: socket.socket, size: int) -> bytes:
 
 
 class _Worker:
-    """One emulator process and the socket to it; one request at a time (`lock`)."""
+    """One emulator process. Each emulator gets a socket of its own (handed over on the control
+    socket), so sessions never wait for each other's replies: the process serves whichever
+    socket has a request."""
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair()
@@ -85,34 +87,27 @@ class _Worker:
             stdin=subprocess.DEVNULL,
         )
         theirs.close()
-        self.sock = ours
-        self.lock = threading.Lock()
+        self.control = ours
         self.emulators = 0
-        self.alive = True
 
-    def call(self, op: int, handle: int, arg: int = 0, payload: Any = None) -> tuple[Any, ...]:
-        """The reply's fields and what followed it: the frame's bytes, or the unpickled value."""
-        data = b"" if payload is None else pickle.dumps(payload)
-        with self.lock:
-            if not self.alive:
-                raise _lost()
-            try:
-                self.sock.sendall(_REQUEST.pack(op, handle, arg, len(data)) + data)
-                status, *fields, size = _REPLY.unpack(_receive(self.sock, _REPLY.size))
-                body = _receive(self.sock, size) if size else b""
-            except (EOFError, OSError):
-                self.alive = False
-                raise _lost() from None
-        if status == _FRAME:
-            return (*fields, body)
-        value = pickle.loads(body) if body else None
-        if status == _ERROR:
-            raise EmulatorError(value)
-        return (value,)
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def connect(self) -> socket.socket:
+        """A new socket to the process, for one emulator (the caller holds the pool's lock)."""
+        ours, theirs = socket.socketpair()
+        try:
+            socket.send_fds(self.control, [b"+"], [theirs.fileno()])
+        except OSError:
+            ours.close()
+            raise _lost() from None
+        finally:
+            theirs.close()
+        return ours
 
     def close(self) -> None:
-        self.alive = False
-        self.sock.close()  # the worker reads EOF and exits
+        self.control.close()  # the process reads EOF and exits
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -132,7 +127,6 @@ class EmulatorPool:
         self.processes = processes
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
-        self._handles = itertools.count(1)
 
     def create(self, **options: Any) -> RemoteEmulator:
         with self._lock:
@@ -142,8 +136,13 @@ class EmulatorPool:
             if len(self._workers) < self.processes:
                 self._workers.append(_Worker())
             worker = min(self._workers, key=lambda w: w.emulators)
+            sock = worker.connect()
             worker.emulators += 1
-        return RemoteEmulator(worker, next(self._handles), options)
+        return RemoteEmulator(self, worker, sock, options)
+
+    def release(self, worker: _Worker) -> None:
+        with self._lock:
+            worker.emulators -= 1
 
     def close(self) -> None:
         with self._lock:
@@ -178,53 +177,69 @@ def close_pools() -> None:
 class RemoteEmulator:
     """ale-py's `AtariEnv` (the methods `AtariEnvironment` calls) in a worker process."""
 
-    def __init__(self, worker: _Worker, handle: int, options: dict[str, Any]) -> None:
-        self._worker = worker
-        self._handle = handle
+    def __init__(
+        self, pool: EmulatorPool, worker: _Worker, sock: socket.socket, options: dict[str, Any]
+    ) -> None:
+        self._pool, self._worker, self._sock = pool, worker, sock
+        self._lock = threading.Lock()
         self._closed = False
+        self._lost = False
         try:
-            self._meanings, self._shape, self._dtype = worker.call(_MAKE, handle, 0, options)[0]
+            self._meanings, self._shape, self._dtype = self._call(_MAKE, 0, options)[0]
         except BaseException:
-            self._release()
+            self.close()
             raise
 
     @property
     def alive(self) -> bool:
-        return self._worker.alive and not self._closed
+        return not (self._closed or self._lost)
 
     def get_action_meanings(self) -> list[str]:
         return list(self._meanings)
 
     def seed_game(self, seed: int) -> None:
-        self._worker.call(_SEED_GAME, self._handle, seed)
+        self._call(_SEED_GAME, seed)
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         if seed is None:
-            reply = self._worker.call(_RESET, self._handle)
+            reply = self._call(_RESET)
         else:
-            reply = self._worker.call(_RESET_SEEDED, self._handle, seed)
+            reply = self._call(_RESET_SEEDED, seed)
         _, _, _, *info, frame = reply
         return self._frame(frame), _info(*info)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        reward, terminated, truncated, *info, frame = self._worker.call(_STEP, self._handle, action)
+        reward, terminated, truncated, *info, frame = self._call(_STEP, action)
         return self._frame(frame), reward, terminated, truncated, _info(*info)
 
     def close(self) -> None:
-        if self._closed:
-            return
-        try:
-            if self._worker.alive:
-                self._worker.call(_CLOSE, self._handle)
-        except ServerError:
-            pass
-        finally:
-            self._release()
+        """Ends the emulator (the process drops it when its socket closes)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._sock.close()
+        self._pool.release(self._worker)
 
-    def _release(self) -> None:
-        self._closed = True
-        with self._worker.lock:
-            self._worker.emulators -= 1
+    def _call(self, op: int, arg: int = 0, payload: Any = None) -> tuple[Any, ...]:
+        """The reply's fields and what followed it: the frame's bytes, or the unpickled value."""
+        data = b"" if payload is None else pickle.dumps(payload)
+        with self._lock:
+            if not self.alive:
+                raise _lost()
+            try:
+                self._sock.sendall(_REQUEST.pack(op, arg, len(data)) + data)
+                status, *fields, size = _REPLY.unpack(_receive(self._sock, _REPLY.size))
+                body = _receive(self._sock, size) if size else b""
+            except (EOFError, OSError):
+                self._lost = True
+                raise _lost() from None
+        if status == _FRAME:
+            return (*fields, body)
+        value = pickle.loads(body) if body else None
+        if status == _ERROR:
+            raise EmulatorError(value)
+        return (value,)
 
     def _frame(self, frame: bytes) -> np.ndarray:
         """A read-only array over the received bytes (no copy: `encode_frame` hands those bytes
@@ -244,53 +259,81 @@ def _info(lives: int, episode_frame_number: int, frame_number: int) -> dict[str,
 # -- the worker process -------------------------------------------------------------------------
 
 
-def _serve(sock: socket.socket) -> None:
-    """Answer requests until the server closes its end (or dies)."""
+def _serve(control: socket.socket) -> None:
+    """Serve every emulator's socket until the server closes the control socket (or dies)."""
     from ale_py.env import AtariEnv as AleAtariEnv
 
-    emulators: dict[int, AleAtariEnv] = {}
+    emulators: dict[socket.socket, AleAtariEnv | None] = {}
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ)
+    while True:
+        for key, _ in selector.select():
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            if sock is control:
+                try:
+                    _, fds, _, _ = socket.recv_fds(control, 1, 1)
+                except OSError:
+                    fds = []
+                if not fds:
+                    return  # the server closed it, or is gone
+                new = socket.socket(fileno=fds[0])
+                emulators[new] = None
+                selector.register(new, selectors.EVENT_READ)
+                continue
+            try:
+                op, arg, size = _REQUEST.unpack(_receive(sock, _REQUEST.size))
+                payload = pickle.loads(_receive(sock, size)) if size else None
+            except (EOFError, OSError):
+                selector.unregister(sock)
+                emulator = emulators.pop(sock)
+                if emulator is not None:
+                    emulator.close()
+                sock.close()
+                continue
+            emulators[sock] = _answer(sock, emulators[sock], op, arg, payload, AleAtariEnv)
+
+
+def _answer(sock: socket.socket, emulator: Any, op: int, arg: int, payload: Any, make: Any) -> Any:
+    """Run one request on `emulator` (`make` builds it) and reply; the emulator after it."""
 
     def reply(status: int, value: Any = None) -> None:
         data = b"" if value is None else pickle.dumps(value)
         sock.sendall(_REPLY.pack(status, 0.0, False, False, 0, 0, 0, len(data)) + data)
 
-    while True:
+    reward, terminated, truncated = 0.0, False, False
+    try:
+        if op == _MAKE:
+            emulator = make(**payload)
+            space = emulator.observation_space
+            shape, dtype = list(space.shape or ()), np.dtype(space.dtype).str
+            reply(_OK, (list(emulator.get_action_meanings()), shape, dtype))
+            return emulator
+        if op == _STEP:
+            frame, reward, terminated, truncated, info = emulator.step(arg)
+        elif op in (_RESET, _RESET_SEEDED):
+            frame, info = emulator.reset(seed=arg if op == _RESET_SEEDED else None)
+        elif op == _SEED_GAME:
+            emulator.seed_game(arg)
+            reply(_OK)
+            return emulator
+        else:
+            raise ValueError(f"unknown request {op}")
+    except Exception as exc:
         try:
-            op, handle, arg, size = _REQUEST.unpack(_receive(sock, _REQUEST.size))
-            payload = pickle.loads(_receive(sock, size)) if size else None
-        except (EOFError, OSError):
-            return
-        reward, terminated, truncated = 0.0, False, False
-        try:
-            if op == _MAKE:
-                emulator = emulators[handle] = AleAtariEnv(**payload)
-                space = emulator.observation_space
-                shape, dtype = list(space.shape or ()), np.dtype(space.dtype).str
-                reply(_OK, (list(emulator.get_action_meanings()), shape, dtype))
-                continue
-            emulator = emulators[handle]
-            if op == _STEP:
-                frame, reward, terminated, truncated, info = emulator.step(arg)
-            elif op in (_RESET, _RESET_SEEDED):
-                frame, info = emulator.reset(seed=arg if op == _RESET_SEEDED else None)
-            elif op == _SEED_GAME:
-                emulator.seed_game(arg)
-                reply(_OK)
-                continue
-            elif op == _CLOSE:
-                emulators.pop(handle).close()
-                reply(_OK)
-                continue
-            else:
-                raise ValueError(f"unknown request {op}")
-        except Exception as exc:
             reply(_ERROR, str(exc))
-            continue
-        frame = np.ascontiguousarray(frame)
-        head = _REPLY.pack(_FRAME, float(reward), bool(terminated), bool(truncated),
-                           int(info["lives"]), int(info["episode_frame_number"]),
-                           int(info["frame_number"]), frame.nbytes)  # fmt: skip
+        except OSError:
+            pass
+        return emulator
+    frame = np.ascontiguousarray(frame)
+    head = _REPLY.pack(_FRAME, float(reward), bool(terminated), bool(truncated),
+                       int(info["lives"]), int(info["episode_frame_number"]),
+                       int(info["frame_number"]), frame.nbytes)  # fmt: skip
+    try:
         sock.sendmsg([head, frame.reshape(-1)])  # one system call, the frame not copied
+    except OSError:
+        pass  # the emulator's socket was closed: its EOF comes next
+    return emulator
 
 
 if __name__ == "__main__":
