@@ -3,13 +3,14 @@ server process, ale-py's refusals still name the option, a lost process is infra
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from atari_env import AtariAction, AtariEnv, decode_frame
-from atari_env.server.atari_environment import AtariEnvironment
+from atari_env.server.atari_environment import AtariEnvironment, PooledAtariEnvironment
 from atari_env.server.emulators import EmulatorPool, RemoteEmulator, processes_setting
 from openenv.core.errors import InvalidActionError, InvalidRequestError, ServerError
 from openenv.testing import running_server
@@ -97,6 +98,32 @@ def test_a_lost_emulator_process_is_infrastructure_and_reset_recovers() -> None:
         assert obs.frame_bytes and env.step(AtariAction(action_id=0)).frame_bytes
     finally:
         env.close()
+
+
+async def test_async_steps_match_and_a_lost_process_is_infrastructure() -> None:
+    """The server's path with emulator processes: steps awaited on the loop, resets on a
+    thread (the socket switches between blocking and not)."""
+    here = AtariEnvironment("pong", frame_format="bytes", emulator_processes=0)
+    there = PooledAtariEnvironment("pong", frame_format="bytes", emulator_processes=1)
+    try:
+        for seed in (2, 3):
+            expected = play(here, steps=40, seed=seed)
+            obs = await asyncio.to_thread(there.reset, seed=seed)
+            frames = [obs.frame_bytes]
+            for i in range(40):
+                obs = await there.step_async(AtariAction(action_id=(1, 2, 3)[i % 3]))
+                frames.append(obs.frame_bytes)
+            assert frames == [seen[0] for seen in expected]
+        emulator = there._ale
+        assert isinstance(emulator, RemoteEmulator)
+        emulator._worker.process.kill()
+        with pytest.raises(ServerError) as info:
+            await there.step_async(AtariAction(action_id=0))
+        assert info.value.category == "infrastructure"
+        assert (await asyncio.to_thread(there.reset, seed=0)).frame_bytes
+    finally:
+        here.close()
+        there.close()
 
 
 def test_closing_the_pool_ends_its_processes() -> None:

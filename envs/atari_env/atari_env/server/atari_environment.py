@@ -314,6 +314,11 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
     def step(
         self, action: AtariAction, timeout_s: float | None = None, **kwargs: Any
     ) -> AtariObservation:
+        emulator = self._check_step(action)
+        frame, reward, terminated, _, info = emulator.step(action.action_id)
+        return self._stepped(frame, reward, terminated, info)
+
+    def _check_step(self, action: AtariAction) -> AleAtariEnv | RemoteEmulator:
         st = self._state
         if self._ale is None or st.terminated or st.truncated:
             raise ValueError("The episode is over (or was never started): call reset()")
@@ -324,7 +329,12 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
                 f"action_id {action.action_id} is out of range: {st.game} has actions 0..{n - 1} "
                 f"({', '.join(self._meanings)})",
             )
-        frame, reward, terminated, _, info = self._ale.step(action.action_id)
+        return self._ale
+
+    def _stepped(
+        self, frame: np.ndarray, reward: float, terminated: bool, info: dict
+    ) -> AtariObservation:
+        st = self._state
         st.step_count += 1
         st.episode_return += float(reward)
         st.terminated = bool(terminated)
@@ -343,3 +353,20 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         if self._ale is not None:
             ale, self._ale, self._ale_key = self._ale, None, None
             ale.close()
+
+
+class PooledAtariEnvironment(AtariEnvironment):
+    """`AtariEnvironment` as served with emulator processes: a step awaits its emulator's
+    socket on the event loop instead of holding a worker thread across the round trip (a
+    blocked thread per session, and a GIL hand-over per system call, cost the server more
+    than the round trip itself). Resets still run on a worker thread (one may start a
+    process)."""
+
+    async def step_async(
+        self, action: AtariAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> AtariObservation:
+        emulator = self._check_step(action)
+        if not isinstance(emulator, RemoteEmulator):
+            return self.step(action)
+        frame, reward, terminated, _, info = await emulator.step_async(action.action_id)
+        return self._stepped(frame, reward, terminated, info)

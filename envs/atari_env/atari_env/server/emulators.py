@@ -13,6 +13,7 @@ them on an `ale_py.env.AtariEnv` in the worker, so the episodes are the same as 
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import os
 import pickle
@@ -74,6 +75,24 @@ def _receive(sock: socket.socket, size: int) -> bytes:
     return data + _receive(sock, size - len(data))
 
 
+async def _receive_async(loop: asyncio.AbstractEventLoop, sock: socket.socket, size: int) -> bytes:
+    """`_receive` on the event loop (a non-blocking socket)."""
+    data = await loop.sock_recv(sock, size)
+    if len(data) == size:
+        return data
+    if not data:
+        raise EOFError("the other end closed the socket")
+    buffer = bytearray(size)
+    buffer[: len(data)] = data
+    view, got = memoryview(buffer), len(data)
+    while got < size:
+        n = await loop.sock_recv_into(sock, view[got:])
+        if not n:
+            raise EOFError("the other end closed the socket")
+        got += n
+    return bytes(buffer)
+
+
 class _Worker:
     """One emulator process. Each emulator gets a socket of its own (handed over on the control
     socket), so sessions never wait for each other's replies: the process serves whichever
@@ -130,13 +149,21 @@ class EmulatorPool:
 
     def create(self, **options: Any) -> RemoteEmulator:
         with self._lock:
-            for lost in [w for w in self._workers if not w.alive]:
-                self._workers.remove(lost)
-                lost.close()  # reaps the process
-            if len(self._workers) < self.processes:
-                self._workers.append(_Worker())
-            worker = min(self._workers, key=lambda w: w.emulators)
-            sock = worker.connect()
+            for attempt in range(2):
+                for lost in [w for w in self._workers if not w.alive]:
+                    self._workers.remove(lost)
+                    lost.close()  # reaps the process
+                if len(self._workers) < self.processes:
+                    self._workers.append(_Worker())
+                worker = min(self._workers, key=lambda w: w.emulators)
+                try:
+                    sock = worker.connect()
+                    break
+                except ServerError:  # died, not yet reaped: replace it once
+                    self._workers.remove(worker)
+                    worker.close()
+                    if attempt:
+                        raise
             worker.emulators += 1
         return RemoteEmulator(self, worker, sock, options)
 
@@ -212,6 +239,27 @@ class RemoteEmulator:
         reward, terminated, truncated, *info, frame = self._call(_STEP, action)
         return self._frame(frame), reward, terminated, truncated, _info(*info)
 
+    async def step_async(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """`step` on the running event loop: the socket is awaited, no thread blocks. Calls
+        must not overlap (a session's calls never do)."""
+        if not self.alive:
+            raise _lost()
+        loop = asyncio.get_running_loop()
+        sock = self._sock
+        try:
+            if sock.gettimeout() != 0.0:
+                sock.setblocking(False)
+            await loop.sock_sendall(sock, _REQUEST.pack(_STEP, action, 0))
+            status, *fields, size = _REPLY.unpack(await _receive_async(loop, sock, _REPLY.size))
+            body = await _receive_async(loop, sock, size) if size else b""
+        except (EOFError, OSError):
+            self._lost = True
+            raise _lost() from None
+        if status != _FRAME:
+            raise EmulatorError(pickle.loads(body) if body else "no frame")
+        reward, terminated, truncated, *info = fields
+        return self._frame(body), reward, terminated, truncated, _info(*info)
+
     def close(self) -> None:
         """Ends the emulator (the process drops it when its socket closes)."""
         with self._lock:
@@ -228,6 +276,8 @@ class RemoteEmulator:
             if not self.alive:
                 raise _lost()
             try:
+                if self._sock.gettimeout() is not None:
+                    self._sock.setblocking(True)  # after `step_async`
                 self._sock.sendall(_REQUEST.pack(op, arg, len(data)) + data)
                 status, *fields, size = _REPLY.unpack(_receive(self._sock, _REPLY.size))
                 body = _receive(self._sock, size) if size else b""
