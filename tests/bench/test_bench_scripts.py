@@ -129,10 +129,20 @@ def test_fleet_bench_prints_every_row(tmp_path: Path) -> None:
 @pytest.mark.slow  # starts the Atari server and emulates a few hundred frames per row
 def test_atari_frames_bench_prints_direct_beside_served(tmp_path: Path) -> None:
     report = tmp_path / "atari.json"
-    out = _run("atari_frames.py", "--duration", "0.3", "--sessions", "1,2", "--json", str(report))
-    assert "| direct |" in out and "served, binary" in out
+    out = _run("atari_frames.py", "--duration", "0.3", "--sessions", "1,2", "--emulators",
+               "default,1", "--json", str(report))  # fmt: skip
+    assert "| direct |" in out and "served, binary" in out and "emulators=1" in out
     rows = json.loads(report.read_text())
-    assert {(r["sessions"], r["form"]) for r in rows} == {
-        (n, form) for n in (1, 2) for form in ("json", "binary", "list")
+    assert {(r["sessions"], r["form"], r["emulators"]) for r in rows} == {
+        (n, form, setting)
+        for n in (1, 2)
+        for form in ("json", "binary", "list")
+        for setting in ("default", "1")
     }
     assert all(r["steps_per_s"] > 0 and r["direct_steps_per_s"] > 0 for r in rows)
+    # the emulator process's CPU is counted (and shown apart; binary rows step enough for the
+    # 10 ms clock ticks); none without one
+    assert all(
+        r["emulator_cpu_us"] > 0 for r in rows if r["form"] == "binary" and r["emulators"] == "1"
+    )
+    assert all(r["emulator_cpu_us"] == 0 for r in rows if r["emulators"] == "default")

@@ -13,8 +13,10 @@ from ale_py import roms
 from ale_py.env import AtariEnv as AleAtariEnv
 
 from openenv.core.env_server import Environment, InvalidActionError
+from openenv.core.errors import ServerError
 
 from ..models import AtariAction, AtariObservation, AtariState
+from .emulators import RemoteEmulator, processes_setting, shared_pool
 
 DEFAULT_GAME = "pong"
 OBS_TYPES = ("rgb", "grayscale", "ram")
@@ -73,6 +75,17 @@ def downscale_frame(frame: np.ndarray, factor: int) -> np.ndarray:
     return np.rint(blocks.mean(axis=(1, 3))).astype(np.uint8)
 
 
+def frame_bytes(frame: np.ndarray) -> bytes:
+    """The frame's bytes (C order): the bytes object it is a view of when it is one (a frame
+    from an emulator process), else a copy."""
+    owner = frame.base
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    if isinstance(owner, bytes) and frame.flags.c_contiguous and frame.nbytes == len(owner):
+        return owner
+    return frame.tobytes()
+
+
 def encode_frame(frame: np.ndarray, frame_format: str) -> dict[str, Any]:
     """The observation fields of a frame in `frame_format`."""
     frame = np.ascontiguousarray(frame, dtype=np.uint8)
@@ -85,9 +98,9 @@ def encode_frame(frame: np.ndarray, frame_format: str) -> dict[str, Any]:
     if frame_format == "list":
         fields["screen"] = frame.reshape(-1).tolist()
     elif frame_format == "bytes":
-        fields["frame_bytes"] = frame.tobytes()
+        fields["frame_bytes"] = frame_bytes(frame)
     else:
-        raw = frame.tobytes()
+        raw = frame_bytes(frame)
         if frame_format == "zlib":
             raw = zlib.compress(raw, 6)
         fields["frame_b64"] = base64.b64encode(raw).decode("ascii")
@@ -118,6 +131,7 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         frame_format: str = "list",
         max_episode_steps: int | None = DEFAULT_MAX_EPISODE_STEPS,
         game: str | None = None,
+        emulator_processes: int | str | None = None,
     ) -> None:
         super().__init__()
         given = {
@@ -145,7 +159,9 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             if value is None:
                 value = _from_environ(option)
             self._defaults[option] = fallback.get(option) if value is None else value
-        self._ale: AleAtariEnv | None = None
+        #: > 0: the emulator runs in the server's shared pool of that many worker processes
+        self._processes = processes_setting(emulator_processes)
+        self._ale: AleAtariEnv | RemoteEmulator | None = None
         self._ale_key: tuple | None = None
         #: the emulator's frame count at the last seeded reset that kept the loaded ROM
         self._frame_base = 0
@@ -154,21 +170,27 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _make(self, st: AtariState) -> AleAtariEnv:
+    def _make(self, st: AtariState) -> AleAtariEnv | RemoteEmulator:
         key = (st.game, st.obs_type, st.frameskip, st.repeat_action_probability,
                st.full_action_space, st.mode, st.difficulty)  # fmt: skip
-        if self._ale is None or self._ale_key != key:
+        if self._ale is None or self._ale_key != key or not getattr(self._ale, "alive", True):
             self.close()
+            options = {
+                "game": st.game,
+                "mode": st.mode,
+                "difficulty": st.difficulty,
+                "obs_type": st.obs_type,
+                "frameskip": st.frameskip,
+                "repeat_action_probability": st.repeat_action_probability,
+                "full_action_space": st.full_action_space,
+            }
             try:
-                self._ale = AleAtariEnv(
-                    game=st.game,
-                    mode=st.mode,
-                    difficulty=st.difficulty,
-                    obs_type=st.obs_type,
-                    frameskip=st.frameskip,
-                    repeat_action_probability=st.repeat_action_probability,
-                    full_action_space=st.full_action_space,
-                )
+                if self._processes:
+                    self._ale = shared_pool(self._processes).create(**options)
+                else:
+                    self._ale = AleAtariEnv(**options)
+            except ServerError:
+                raise  # the emulator process is gone: not the caller's options
             except Exception as exc:  # ale-py names the unsupported mode/difficulty
                 field = "difficulty" if "ifficult" in str(exc) else "mode"
                 raise _invalid(field, f"{st.game}: {exc}") from None
@@ -292,6 +314,11 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
     def step(
         self, action: AtariAction, timeout_s: float | None = None, **kwargs: Any
     ) -> AtariObservation:
+        emulator = self._check_step(action)
+        frame, reward, terminated, _, info = emulator.step(action.action_id)
+        return self._stepped(frame, reward, terminated, info)
+
+    def _check_step(self, action: AtariAction) -> AleAtariEnv | RemoteEmulator:
         st = self._state
         if self._ale is None or st.terminated or st.truncated:
             raise ValueError("The episode is over (or was never started): call reset()")
@@ -302,7 +329,12 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
                 f"action_id {action.action_id} is out of range: {st.game} has actions 0..{n - 1} "
                 f"({', '.join(self._meanings)})",
             )
-        frame, reward, terminated, _, info = self._ale.step(action.action_id)
+        return self._ale
+
+    def _stepped(
+        self, frame: np.ndarray, reward: float, terminated: bool, info: dict
+    ) -> AtariObservation:
+        st = self._state
         st.step_count += 1
         st.episode_return += float(reward)
         st.terminated = bool(terminated)
@@ -321,3 +353,20 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         if self._ale is not None:
             ale, self._ale, self._ale_key = self._ale, None, None
             ale.close()
+
+
+class PooledAtariEnvironment(AtariEnvironment):
+    """`AtariEnvironment` as served with emulator processes: a step awaits its emulator's
+    socket on the event loop instead of holding a worker thread across the round trip (a
+    blocked thread per session, and a GIL hand-over per system call, cost the server more
+    than the round trip itself). Resets still run on a worker thread (one may start a
+    process)."""
+
+    async def step_async(
+        self, action: AtariAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> AtariObservation:
+        emulator = self._check_step(action)
+        if not isinstance(emulator, RemoteEmulator):
+            return self.step(action)
+        frame, reward, terminated, _, info = await emulator.step_async(action.action_id)
+        return self._stepped(frame, reward, terminated, info)
