@@ -47,12 +47,13 @@ def healthy(port: int) -> bool:
         conn.close()
 
 
-def start_once(module: str, way: str) -> tuple[float, float]:
-    """(ms to the first 200 on /health, CPU ms of the server until then)."""
+def start_once(module: str, way: str, command: list[str] | None = None) -> tuple[float, float]:
+    """(ms to the first 200 on /health, CPU ms of the server until then). `command` replaces
+    `python -m MODULE` (e.g. another venv's interpreter running `_serve.py APP`)."""
     port = free_port()
     env = dict(os.environ, OPENENV_LOG_LEVEL="warning")
     with tempfile.TemporaryDirectory(prefix="openenv-nopyc-") as empty:
-        argv = [sys.executable, "-m", module, "--port", str(port)]
+        argv = [*(command or [sys.executable, "-m", module]), "--port", str(port)]
         if way == "no bytecode":
             env["PYTHONPYCACHEPREFIX"] = empty
         elif way == "boot":
