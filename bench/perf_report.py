@@ -99,6 +99,10 @@ def _x(value: float | None) -> str:
     return _num(value, ".2f", "x")
 
 
+def _sessions(n: int) -> str:
+    return f"{n:,} session{'s' if n != 1 else ''}"
+
+
 def _check(value: float | None, ok: Callable[[float], bool]) -> bool | None:
     return None if value is None else ok(value)
 
@@ -155,11 +159,15 @@ def item1(results: dict[str, Any], plan: Plan) -> list[Row]:
         plain = {k: _cpu(results, f"{k}-plain", n) for k in ("ours", "openenv")}
         floor = _num(_cpu(results, "floor", n), ",.1f")
         rows.append(
-            Row(f"{n} sessions: CPU µs per MCP step", *(_num(echo[k], ",.1f") for k in echo), floor)
+            Row(
+                f"{_sessions(n)}: CPU µs per MCP step",
+                *(_num(echo[k], ",.1f") for k in echo),
+                floor,
+            )
         )
         rows.append(
             Row(
-                f"{n} sessions: CPU µs per plain step",
+                f"{_sessions(n)}: CPU µs per plain step",
                 *(_num(plain[k], ",.1f") for k in plain),
                 floor,
             )
@@ -167,7 +175,7 @@ def item1(results: dict[str, Any], plan: Plan) -> list[Row]:
         mine = _ratio(echo["ours"], plain["ours"])
         rows.append(
             Row(
-                f"{n} sessions: MCP / plain",
+                f"{_sessions(n)}: MCP / plain",
                 _x(mine),
                 _x(_ratio(echo["openenv"], plain["openenv"])),
                 target="≤ 2x",
@@ -288,156 +296,176 @@ def memory_rows(results: dict[str, Any]) -> list[Row]:
 # ---------------------------------------------------------------------------------------------
 
 
-def atari(plan: Plan, tick: Callable[[float], None]) -> tuple[list[Row], dict[str, Any]]:
+def measure_atari(plan: Plan, tick: Callable[[float], None]) -> dict[str, Any]:
+    """Every run of `atari_frames.py`'s rows, keyed `FORM@SESSIONS` (`direct@16`, ...)."""
     import atari_frames  # imports ale-py: only when this item runs
 
     process, url = atari_frames.start("atari_env.server.app:app")
-    runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {}
     total = plan.atari_repeat * len(plan.atari_sessions) * (1 + len(plan.atari_forms))
-    done = 0
     try:
         for _ in range(plan.atari_repeat):
             for n in plan.atari_sessions:
-                runs.setdefault(("direct", n), []).append(
+                runs.setdefault(f"direct@{n}", []).append(
                     atari_frames.direct(n, plan.atari_duration)
                 )
-                done += 1
-                tick(done / total)
+                tick(sum(map(len, runs.values())) / total)
                 for form in plan.atari_forms:
                     served = atari_frames.served(url, process.pid, n, form, plan.atari_duration)
-                    runs.setdefault((form, n), []).append(asyncio.run(served))
-                    done += 1
-                    tick(done / total)
+                    runs.setdefault(f"{form}@{n}", []).append(asyncio.run(served))
+                    tick(sum(map(len, runs.values())) / total)
     finally:
         process.terminate()
         process.wait(15)
+    return runs
+
+
+def atari_rows(runs: dict[str, Any], plan: Plan) -> list[Row]:
     rows = []
     for n in plan.atari_sessions:
-        direct = statistics.median(r["steps_per_s"] for r in runs[("direct", n)])
-        direct_cpu = statistics.median(r["cpu_us"] for r in runs[("direct", n)])
+        direct = statistics.median(r["steps_per_s"] for r in runs[f"direct@{n}"])
+        direct_cpu = statistics.median(r["cpu_us"] for r in runs[f"direct@{n}"])
         rows.append(
             Row(
-                f"{n} sessions: direct steps/s (CPU µs/step)",
+                f"{_sessions(n)}: direct steps/s (CPU µs/step)",
                 "",
                 floor=f"{direct:,.0f} ({direct_cpu:,.0f})",
             )
         )
         for form in plan.atari_forms:
-            rate = statistics.median(r["steps_per_s"] for r in runs[(form, n)])
-            cpu = statistics.median(r["server_cpu_us"] for r in runs[(form, n)])
+            rate = statistics.median(r["steps_per_s"] for r in runs[f"{form}@{n}"])
+            cpu = statistics.median(r["server_cpu_us"] for r in runs[f"{form}@{n}"])
             share = rate / direct
             judged = form == "binary" and n == max(plan.atari_sessions)
             rows.append(
                 Row(
-                    f"{n} sessions: served, {form} frames: steps/s (server CPU µs/step)",
+                    f"{_sessions(n)}: served, {form} frames: steps/s (server CPU µs/step)",
                     f"{rate:,.0f} ({cpu:,.0f}), {share:.0%} of direct",
-                    "n/a (no Atari env in 0.10's venv)" if form == "list" else "-",
+                    "no Atari env in 0.10" if form == "list" else "-",
                     target="≥ 80% of direct" if judged else "",
                     met=share >= 0.8 if judged else None,
                 )
             )
-    raw = {f"{form}@{n}": values for (form, n), values in runs.items()}
-    return rows, raw
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
 # Item 5: server start
 # ---------------------------------------------------------------------------------------------
 
+#: (row name, module for `python -m`, way); the last three run `_serve.py APP` under ours,
+#: OpenEnv 0.10's and (the floor app) our interpreter, so the module slot names whose it is.
+START_CASES: tuple[tuple[str, str, str], ...] = (
+    *(("echo (MCP), `python -m echo_env.server.app`", "echo_env.server.app", way)
+      for way in ("bytecode", "no bytecode", "boot")),
+    *(("plain (math_env), `python -m math_env.server.app`", "math_env.server.app", way)
+      for way in ("bytecode", "no bytecode")),
+    *(("echo, `_serve.py APP` (same launcher)", who, "bytecode")
+      for who in ("ours", "openenv", "floor")),
+)  # fmt: skip
 
-def starts(
+
+def _case_label(case: tuple[str, str, str]) -> str:
+    return f"{case[0]}, {case[2]} [{case[1]}]"
+
+
+def measure_starts(
     plan: Plan, openenv_python: str, tick: Callable[[float], None]
-) -> tuple[list[Row], dict[str, Any]]:
+) -> dict[str, Any]:
+    """(ms to /health, server CPU ms) of every start, keyed by `_case_label`."""
     serve = [str(HERE / "_serve.py"), "--uvicorn-json", '{"log_level": "warning"}']
-    ours_py = wsbench.OUR_PYTHON
-    # (row name, module for `python -m`, way, command replacing `python -m MODULE`)
-    cases: list[tuple[str, str, str, list[str] | None]] = [
-        ("echo (MCP), `python -m echo_env.server.app`", "echo_env.server.app", way, None)
-        for way in ("bytecode", "no bytecode", "boot")
-    ]
-    cases += [
-        ("plain (math_env), `python -m math_env.server.app`", "math_env.server.app", way, None)
-        for way in ("bytecode", "no bytecode")
-    ]
-    pairs = {
-        "ours": [ours_py, *serve, "echo_env.server.app:app"],
+    commands: dict[str, list[str]] = {
+        "ours": [wsbench.OUR_PYTHON, *serve, "echo_env.server.app:app"],
         "openenv": [openenv_python, *serve, "echo_env_openenv:app"],
-        "floor": [ours_py, *serve, "floor_app:app"],
+        "floor": [wsbench.OUR_PYTHON, *serve, "floor_app:app"],
     }
-    cases += [
-        ("echo, `_serve.py APP` (same launcher)", k, "bytecode", argv) for k, argv in pairs.items()
-    ]
     if plan.start_rounds > 1:  # warm the page cache and write the sources' .pyc
-        for _, module, _, command in cases:
-            server_start.start_once(module, "bytecode", command)
-    times: dict[int, list[tuple[float, float]]] = {}
+        for _, module, _ in START_CASES:
+            server_start.start_once(module, "bytecode", commands.get(module))
+    times: dict[str, list[tuple[float, float]]] = {}
     for round_ in range(plan.start_rounds):
-        for i, (_, module, way, command) in enumerate(cases):
-            times.setdefault(i, []).append(server_start.start_once(module, way, command))
-            tick((round_ * len(cases) + i + 1) / (plan.start_rounds * len(cases)))
-    ms = {i: statistics.median(t for t, _ in runs) for i, runs in times.items()}
-    cpu = {i: statistics.median(c for _, c in runs) for i, runs in times.items()}
+        for i, case in enumerate(START_CASES):
+            _, module, way = case
+            timing = server_start.start_once(module, way, commands.get(module))
+            times.setdefault(_case_label(case), []).append(timing)
+            tick((round_ * len(START_CASES) + i + 1) / (plan.start_rounds * len(START_CASES)))
+    return times
+
+
+def start_rows(times: dict[str, Any], plan: Plan) -> list[Row]:
+    runs = [times[_case_label(case)] for case in START_CASES]
+    ms = [statistics.median(t for t, _ in case_runs) for case_runs in runs]
+    cpu = [statistics.median(c for _, c in case_runs) for case_runs in runs]
 
     def cell(i: int) -> str:
         return f"{ms[i]:,.0f} ms (CPU {cpu[i]:,.0f})"
 
     rows = []
-    for i, (name, _, way, _) in enumerate(cases[:5]):
+    for i, (name, _, way) in enumerate(START_CASES[:5]):
+        judged = way != "no bytecode"
         rows.append(
             Row(
                 f"{name}, {way}: to /health",
                 cell(i),
-                target="< 1 s" if way != "no bytecode" else "",
-                met=ms[i] < 1000 if way != "no bytecode" else None,
+                target="< 1 s" if judged else "",
+                met=ms[i] < 1000 if judged else None,
             )
         )
     rows.append(Row("echo, `_serve.py APP`: to /health", cell(5), cell(6), cell(7)))
-    ratios = {
-        "echo": ms[1] / ms[0],
-        "plain": ms[4] / ms[3],
-    }
     rows.append(
         Row(
             "start without bytecode / with (echo, plain)",
-            f"{ratios['echo']:.1f}x, {ratios['plain']:.1f}x",
+            f"{ms[1] / ms[0]:.1f}x, {ms[4] / ms[3]:.1f}x",
         )
     )
-    raw = {f"{c[0]}, {c[2]} [{c[1]}]": times[i] for i, c in enumerate(cases)}
-    return rows, raw
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
 # The figures the top-level README states
 # ---------------------------------------------------------------------------------------------
 
+README_CLAIMS = {"local": "about 60 ms", "sandbox": "about 90 ms"}
 
-def readme_figures(plan: Plan, tick: Callable[[float], None]) -> tuple[list[Row], dict[str, Any]]:
+
+def measure_readme(plan: Plan, tick: Callable[[float], None]) -> dict[str, Any]:
     import client_import
     import providers
 
     raw: dict[str, Any] = {}
-    rows = []
-    claims = {"local": "about 60 ms", "sandbox": "about 90 ms"}
-    for i, (name, claim) in enumerate(claims.items()):
+    for i, name in enumerate(README_CLAIMS):
         settings = argparse.Namespace(starts=plan.provider_starts, idle=0, fleet=[])
         try:
-            figures = asyncio.run(providers.measure(name, "echo", settings))
-            p50 = f"{figures.p(0.5) * 1000:,.0f} ms (p95 {figures.p(0.95) * 1000:,.0f})"
-            raw[name] = asdict(figures)
+            raw[name] = asdict(asyncio.run(providers.measure(name, "echo", settings)))
         except Exception as exc:  # e.g. no usable bubblewrap: say so, keep going
-            p50 = f"n/a ({type(exc).__name__}: {str(exc)[:60]})"
-        rows.append(
-            Row(
-                f"`from_env('echo')`, provider {name}: start to first step, p50",
-                p50,
-                target=f"README: {claim}",
-            )
-        )
+            raw[name] = {"error": f"{type(exc).__name__}: {str(exc)[:60]}"}
         tick((i + 1) / 3)
     code = client_import.TARGETS["typed MCP client (from echo_env import EchoEnv)"]
     client_import.measure(code)  # warm the bytecode cache
-    samples = [client_import.measure(code) for _ in range(plan.import_runs)]
-    raw["client_import"] = [s[:2] for s in samples]
+    raw["client_import"] = [client_import.measure(code)[:2] for _ in range(plan.import_runs)]
+    tick(1.0)
+    return raw
+
+
+def readme_rows(raw: dict[str, Any], plan: Plan) -> list[Row]:
+    from providers import Figures
+
+    rows = []
+    for name, claim in README_CLAIMS.items():
+        found = raw.get(name) or {"error": "not measured"}
+        if "error" in found:
+            cell = f"n/a ({found['error']})"
+        else:
+            figures = Figures(**found)
+            cell = f"{figures.p(0.5) * 1000:,.0f} ms (p95 {figures.p(0.95) * 1000:,.0f})"
+        rows.append(
+            Row(
+                f"`from_env('echo')`, provider {name}: start to first step, p50",
+                cell,
+                target=f"README: {claim}",
+            )
+        )
+    samples = raw["client_import"]
     rows.append(
         Row(
             "`from echo_env import EchoEnv`: import s (CPU s)",
@@ -446,8 +474,64 @@ def readme_figures(plan: Plan, tick: Callable[[float], None]) -> tuple[list[Row]
             target="README: about 0.3 s",
         )
     )
-    tick(1.0)
-    return rows, raw
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections: which part measures them and how the rows are built from its raw figures
+# ---------------------------------------------------------------------------------------------
+
+
+def _load_rows(build: Callable[[dict[str, Any], Plan], list[Row]]) -> Callable[..., list[Row]]:
+    return lambda raw, plan: build(raw["results"], plan)
+
+
+#: key -> (part, title, rows from the part's raw figures)
+SECTIONS: dict[str, tuple[str, str, Callable[[Any, Plan], list[Row]]]] = {
+    "item1": ("load", "Item 1: MCP tool-call step against a plain step", _load_rows(item1)),
+    "item2": ("load", "Item 2: growth with sessions, full collections", _load_rows(item2)),
+    "item3": ("load", "Item 3: plain env against the bare-WebSocket floor", _load_rows(item3)),
+    "memory": ("load", "Memory per idle session (connect + reset, one server process)",
+               _load_rows(lambda results, plan: memory_rows(results))),
+    "item4": ("atari", "Item 4: Atari (pong, RGB) stepped in process against served over /ws",
+              atari_rows),
+    "item5": ("start", "Item 5: server start to the first 200 on /health", start_rows),
+    "readme": ("readme", "Figures the top-level README states", readme_rows),
+}  # fmt: skip
+RAW_KEYS = {"load": "bench", "atari": "atari", "start": "start", "readme": "readme"}
+NOTES = {
+    "item4": ["floor: the same environment stepped in process (no wire)."],
+    "item5": [
+        "OpenEnv 0.10 and the floor: the same launcher (`bench/_serve.py`), so the row compares "
+        "the servers' imports and app construction."
+    ],
+}
+
+
+def commands(plan: Plan) -> dict[str, str]:
+    return {
+        "load": "bench/bench.py " + shlex.join(bench_argv(plan)),
+        "atari": f"bench/atari_frames.py --duration {plan.atari_duration:g} --sessions "
+        f"{','.join(map(str, plan.atari_sessions))} --forms {','.join(plan.atari_forms)} "
+        f"--repeat {plan.atari_repeat}",
+        "start": f"bench/server_start.py --rounds {plan.start_rounds} (and _serve.py APP under "
+        "each venv's interpreter)",
+        "readme": f"bench/providers.py --providers local,sandbox --starts {plan.provider_starts} "
+        f"--idle 0 --fleet ''; bench/client_import.py --runs {plan.import_runs}",
+    }
+
+
+def build_sections(
+    raw: dict[str, Any], plan: Plan, loadavg: dict[str, tuple[float, float]]
+) -> list[Section]:
+    sections = []
+    for key, (part, title, build) in SECTIONS.items():
+        if RAW_KEYS[part] in raw:
+            rows = build(raw[RAW_KEYS[part]], plan)
+            sections.append(
+                Section(key, title, commands(plan)[part], rows, NOTES.get(key, []), loadavg[part])
+            )
+    return sections
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,7 +549,10 @@ def render(console: Any, sections: list[Section]) -> None:
     from rich.table import Table
 
     for section in sections:
-        table = Table(title=section.title, title_justify="left", caption=section.command)
+        caption = (
+            f"{section.command} (load average {section.loadavg[0]:.1f} → {section.loadavg[1]:.1f})"
+        )
+        table = Table(title=section.title, title_justify="left", caption=caption)
         for col in COLUMNS:
             table.add_column(col, justify="left" if col in ("figure", "target") else "right")
         for row in section.rows:
@@ -485,13 +572,16 @@ def markdown(sections: list[Section], meta: dict[str, Any]) -> str:
         f"command: `{meta['command']}`.",
         "",
     ]
+    previous = ""
     for section in sections:
         out += [f"#### {section.title}", ""]
-        out += [
-            f"`{section.command}` (load average {section.loadavg[0]:.1f} → "
-            f"{section.loadavg[1]:.1f})",
-            "",
-        ]
+        if section.command != previous:
+            out += [
+                f"`{section.command}` (load average {section.loadavg[0]:.1f} → "
+                f"{section.loadavg[1]:.1f})",
+                "",
+            ]
+        previous = section.command
         out += ["| " + " | ".join(COLUMNS) + " |", "|---|--:|--:|--:|---|---|"]
         for row in section.rows:
             cells = (row.figure, row.ours, row.openenv, row.floor, row.target, _verdict(row.met))
@@ -512,117 +602,76 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="load,atari,start,readme",
         help="parts to run: load (items 1-3, memory), atari (4), start (5), readme",
     )
+    p.add_argument(
+        "--from-json",
+        type=Path,
+        help="measure nothing: print (and --markdown) the tables of an earlier --json report",
+    )
     return p.parse_args(argv)
+
+
+def measure(
+    parts: set[str], plan: Plan, console: Any
+) -> tuple[dict[str, Any], dict[str, tuple[float, float]]]:
+    """Raw figures of every part asked for, and the load average before and after each."""
+    progress = wsbench.make_progress(console)
+    overall = progress.add_task("issue 18 report", total=len(parts))
+    raw: dict[str, Any] = {}
+    loadavg: dict[str, tuple[float, float]] = {}
+    bench_args = wsbench.parse_args(open_loop_hook(bench_argv(plan)))
+
+    def staged(part: str, name: str, run: Callable[[Callable[[float], None]], Any]) -> None:
+        before = os.getloadavg()[0]
+        with progress:
+            task = progress.add_task(name, total=1.0)
+            raw[RAW_KEYS[part]] = run(lambda fraction: progress.update(task, completed=fraction))
+            progress.remove_task(task)
+            progress.advance(overall)
+        loadavg[part] = (before, os.getloadavg()[0])
+
+    if "load" in parts:
+        before = os.getloadavg()[0]
+        results, _, meta = wsbench.collect(bench_args, console, progress)  # its own progress rows
+        raw["bench"] = {"meta": meta, "results": results}
+        loadavg["load"] = (before, os.getloadavg()[0])
+        progress.advance(overall)
+    if "atari" in parts:
+        staged("atari", "item 4: Atari direct vs served", lambda t: measure_atari(plan, t))
+    if "start" in parts:
+        python = bench_args.openenv_python or wsbench.published_openenv_python()
+        staged("start", "item 5: server start", lambda t: measure_starts(plan, python, t))
+    if "readme" in parts:
+        staged("readme", "README figures", lambda t: measure_readme(plan, t))
+    return raw, loadavg
 
 
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     args = parse_args(argv)
-    plan = QUICK if args.quick else FULL
-    parts = {p.strip() for p in args.items.split(",") if p.strip()}
     console = Console() if sys.stdout.isatty() else Console(width=170)
-    progress = wsbench.make_progress(console)
-    overall = progress.add_task("issue 18 report", total=len(parts))
-    sections: list[Section] = []
-    raw: dict[str, Any] = {}
-    load0 = os.getloadavg()
-    started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    me = "bench/perf_report.py" + (" --quick" if args.quick else "")
-
-    bench_args = wsbench.parse_args(open_loop_hook(bench_argv(plan)))
-    if "load" in parts:
-        before = os.getloadavg()[0]
-        results, _, meta = wsbench.collect(bench_args, console, progress)
-        after = os.getloadavg()[0]
-        raw["bench"] = {"meta": meta, "results": results}
-        command = "bench/bench.py " + shlex.join(bench_argv(plan))
-        section_specs = (
-            ("item1", "Item 1: MCP tool-call step against a plain step (server CPU)", item1),
-            ("item2", "Item 2: growth with sessions, with full garbage collections", item2),
-            ("item3", "Item 3: plain env against the bare-WebSocket floor", item3),
+    if args.from_json:
+        report = json.loads(args.from_json.read_text())
+        meta, raw = report["meta"], report["raw"]
+        plan = Plan(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["plan"].items()})
+        loadavg = {SECTIONS[s["key"]][0]: tuple(s["loadavg"]) for s in report["sections"]}
+    else:
+        plan = QUICK if args.quick else FULL
+        load0 = os.getloadavg()[0]
+        started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+        raw, loadavg = measure(
+            {p.strip() for p in args.items.split(",") if p.strip()}, plan, console
         )
-        for key, title, build in section_specs:
-            sections.append(
-                Section(key, title, command, build(results, plan), loadavg=(before, after))
-            )
-        sections.append(
-            Section(
-                "memory",
-                "Memory per idle session (connect + reset, one server process)",
-                command,
-                memory_rows(results),
-                loadavg=(before, after),
-            )
-        )
-        progress.advance(overall)
-
-    def staged(name: str, run: Callable[[Callable[[float], None]], Any]) -> Any:
-        with progress:
-            task = progress.add_task(name, total=1.0)
-            result = run(lambda fraction: progress.update(task, completed=fraction))
-            progress.remove_task(task)
-            progress.advance(overall)
-        return result
-
-    if "atari" in parts:
-        before = os.getloadavg()[0]
-        rows, raw["atari"] = staged("item 4: Atari direct vs served", lambda t: atari(plan, t))
-        sessions = ",".join(map(str, plan.atari_sessions))
-        sections.append(
-            Section(
-                "item4",
-                "Item 4: Atari (pong, RGB) stepped in process against served over /ws",
-                f"bench/atari_frames.py --duration {plan.atari_duration:g} --sessions {sessions} "
-                f"--forms {','.join(plan.atari_forms)} --repeat {plan.atari_repeat}",
-                rows,
-                ["floor: the same environment stepped in process (no wire)."],
-                (before, os.getloadavg()[0]),
-            )
-        )
-    if "start" in parts:
-        before = os.getloadavg()[0]
-        openenv_python = bench_args.openenv_python or wsbench.published_openenv_python()
-        rows, raw["start"] = staged(
-            "item 5: server start", lambda t: starts(plan, openenv_python, t)
-        )
-        sections.append(
-            Section(
-                "item5",
-                "Item 5: server start to the first 200 on /health",
-                f"bench/server_start.py --rounds {plan.start_rounds} (and `_serve.py APP` under "
-                "each venv's interpreter)",
-                rows,
-                [
-                    "OpenEnv 0.10 and the floor: the same launcher (`bench/_serve.py`), so the "
-                    "row compares the servers' imports and app construction."
-                ],
-                (before, os.getloadavg()[0]),
-            )
-        )
-    if "readme" in parts:
-        before = os.getloadavg()[0]
-        rows, raw["readme"] = staged("README figures", lambda t: readme_figures(plan, t))
-        sections.append(
-            Section(
-                "readme",
-                "Figures the top-level README states",
-                f"bench/providers.py --providers local,sandbox --starts {plan.provider_starts} "
-                f"--idle 0 --fleet ''; bench/client_import.py --runs {plan.import_runs}",
-                rows,
-                loadavg=(before, os.getloadavg()[0]),
-            )
-        )
-
-    meta = {
-        "started": started,
-        "finished": time.strftime("%H:%M", time.gmtime()),
-        "revision": wsbench.git_revision(),
-        "cpus": len(os.sched_getaffinity(0)),
-        "loadavg": (load0[0], os.getloadavg()[0]),
-        "command": me,
-        "plan": asdict(plan),
-    }
+        meta = {
+            "started": started,
+            "finished": time.strftime("%H:%M", time.gmtime()),
+            "revision": wsbench.git_revision(),
+            "cpus": len(os.sched_getaffinity(0)),
+            "loadavg": (load0, os.getloadavg()[0]),
+            "command": "bench/perf_report.py" + (" --quick" if args.quick else ""),
+            "plan": asdict(plan),
+        }
+    sections = build_sections(raw, plan, loadavg)
     console.print()
     render(console, sections)
     console.print(
