@@ -182,6 +182,20 @@ def item1(results: dict[str, Any], plan: Plan) -> list[Row]:
                 met=_check(mine, lambda v: v <= 2),
             )
         )
+
+        def rates(impl: str, n: int = n) -> str:
+            got = [
+                wsbench._get(results, f"{impl}-{env}", "ws_conc", str(n), "steps_per_s")
+                for env in ("echo", "plain")
+            ]
+            return " / ".join(map(_num, got))
+
+        floor_rate = _num(wsbench._get(results, "floor", "ws_conc", str(n), "steps_per_s"))
+        rows.append(
+            Row(
+                f"{_sessions(n)}: steps/s, MCP / plain", rates("ours"), rates("openenv"), floor_rate
+            )
+        )
     return rows
 
 
