@@ -56,7 +56,9 @@ def start_once(module: str, way: str, command: list[str] | None = None) -> tuple
         argv = [*(command or [sys.executable, "-m", module]), "--port", str(port)]
         if way == "no bytecode":
             env["PYTHONPYCACHEPREFIX"] = empty
-        elif way == "boot":
+        else:  # a shell with PYTHONDONTWRITEBYTECODE=1 would leave every start without bytecode
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+        if way == "boot":
             argv = [sys.executable, "-m", "openenv.core.env_server.boot", *argv[2:]]
         started = time.perf_counter()
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
