@@ -1585,16 +1585,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
+def make_progress(console: Any) -> Any:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    args = parse_args(argv)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def collect(
+    args: argparse.Namespace, console: Any, progress: Any = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, Any]]:
+    """Run the measurements `args` asks for: (results, labels, meta). `bench/perf_report.py`
+    calls it with its own progress display."""
     global CONCURRENCY_LEVELS
     CONCURRENCY_LEVELS = tuple(sorted({int(n) for n in args.levels.split(",") if n}))
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=170)
     nofile = raise_nofile()
     cpus = sorted(os.sched_getaffinity(0))
     pin = not args.no_pin and len(cpus) >= 2
@@ -1635,20 +1644,13 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_start": os.getloadavg(),
         "revision": git_revision(),
     }
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(),
-        console=console,
-    )
+    progress = progress or make_progress(console)
 
     if args.compare:
         keys = [k.strip() for k in args.only.split(",") if k.strip()]
         unknown = [k for k in keys if k not in TARGETS]
         if unknown:
-            console.print(f"[red]unknown targets {unknown}; choose from {list(TARGETS)}")
-            return 2
+            raise ValueError(f"unknown targets {unknown}; choose from {list(TARGETS)}")
         pythons = {
             "ours": args.our_python,
             "floor": args.our_python,
@@ -1755,6 +1757,22 @@ def main(argv: list[str] | None = None) -> int:
                 run_idle_phase(bench, ep, results, progress)
 
     meta["loadavg_end"] = os.getloadavg()
+    return results, labels, meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+
+    args = parse_args(argv)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=170)
+    try:
+        results, labels, meta = collect(args, console)
+    except ValueError as exc:
+        console.print(f"[red]{exc}")
+        return 2
+    cpus = sorted(os.sched_getaffinity(0))
     console.print()
     render(console, results, labels)
     rows = targets_report(results)

@@ -92,16 +92,19 @@ def baseline_path(checkout: Path) -> str:
 Run = tuple[float, float, float | None, float | None]
 
 
-def start_once(module: str, way: str, pythonpath: str | None = None) -> Run:
+def start_once(
+    module: str, way: str, pythonpath: str | None = None, command: list[str] | None = None
+) -> Run:
     """(ms to the first 200 on /health, CPU ms of the server until then, ms and CPU ms to the
-    first step's reply, or None when the module has no first step here)."""
+    first step's reply, or None when the module has no first step here). `command` replaces
+    `python -m MODULE` (e.g. another venv's interpreter running `_serve.py APP`)."""
     port = free_port()
     env = dict(os.environ, OPENENV_LOG_LEVEL="warning")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryDirectory(prefix="openenv-nopyc-") as empty:
-        argv = [sys.executable, "-m", module, "--port", str(port)]
+        argv = [*(command or [sys.executable, "-m", module]), "--port", str(port)]
         if way == "no bytecode":
             env["PYTHONPYCACHEPREFIX"] = empty
         elif way == "boot":

@@ -146,3 +146,26 @@ def test_atari_frames_bench_prints_direct_beside_served(tmp_path: Path) -> None:
         r["emulator_cpu_us"] > 0 for r in rows if r["form"] == "binary" and r["emulators"] == "1"
     )
     assert all(r["emulator_cpu_us"] == 0 for r in rows if r["emulators"] == "default")
+
+
+@pytest.mark.slow  # five servers, the Atari server and a dozen server starts: minutes of two cores
+@pytest.mark.timeout(900)
+def test_perf_report_quick_run_writes_a_table_per_item(tmp_path: Path) -> None:
+    tables, report = tmp_path / "report.md", tmp_path / "report.json"
+    out = _run(
+        "perf_report.py", "--quick", "--markdown", str(tables), "--json", str(report), timeout=880
+    )
+    assert "Item 1" in out and "load average" in out
+    text = tables.read_text()
+    titles = ("Item 1", "Item 2", "Item 3", "Memory per idle session", "Item 4", "Item 5")
+    for title in (*titles, "Figures the top-level README states"):
+        assert f"#### {title}" in text
+    assert "| figure | ours | OpenEnv 0.10 | floor | target | result |" in text
+    sections = {s["key"]: s for s in json.loads(report.read_text())["sections"]}
+    assert set(sections) == {"item1", "item2", "item3", "memory", "item4", "item5", "readme"}
+    # Every server answered: ours, OpenEnv 0.10's and the floor's figures are all there.
+    first = sections["item1"]["rows"][0]
+    assert "-" not in (first["ours"], first["openenv"], first["floor"]), first
+    # Each item states its target and a verdict (figures from a quick run are not checked).
+    for key in ("item1", "item2", "item3", "memory", "item4", "item5"):
+        assert any(row["met"] is not None for row in sections[key]["rows"]), key
