@@ -94,6 +94,17 @@ def test_chess_board_and_moves(two_visitors: tuple[Any, Any]) -> None:
         screenshot(white, "chess")
 
 
+def distinct_colours(canvas: Any) -> int:
+    """Colours drawn on a canvas: a frame drawn as a picture has more than a blank one's."""
+    return int(
+        canvas.evaluate(
+            "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+            " const seen = new Set(); for (let i = 0; i < d.length; i += 4)"
+            " seen.add(d[i] << 16 | d[i+1] << 8 | d[i+2]); return seen.size; }"
+        )
+    )
+
+
 def test_atari_frame_as_picture(two_visitors: tuple[Any, Any]) -> None:
     with _serve("atari_env.server.app:app") as server:
         first, second = (open_playground(context, server.url + "/web/") for context in two_visitors)
@@ -102,12 +113,7 @@ def test_atari_frame_as_picture(two_visitors: tuple[Any, Any]) -> None:
         canvas = first.locator("[data-field=screen] canvas")
         assert canvas.evaluate("c => [c.width, c.height]") == [160, 210]
         # The picture is the frame: not a blank canvas.
-        distinct = canvas.evaluate(
-            "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
-            " const seen = new Set(); for (let i = 0; i < d.length; i += 4)"
-            " seen.add(d[i] << 16 | d[i+1] << 8 | d[i+2]); return seen.size; }"
-        )
-        assert distinct > 2
+        assert distinct_colours(canvas) > 2
         # action_id is an integer field; the legal actions are offered as choices.
         assert first.locator("#action-form [name=action_id]").get_attribute("type") == "number"
         assert first.locator("#action-form datalist option").count() >= 2
@@ -138,12 +144,7 @@ def test_atari_raw_bytes_frame_as_picture(browser: Any) -> None:
             reset(page, seed=7)
             canvas = page.locator("[data-field=frame] canvas")
             assert canvas.evaluate("c => [c.width, c.height]") == [160, 210]
-            distinct = canvas.evaluate(
-                "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
-                " const seen = new Set(); for (let i = 0; i < d.length; i += 4)"
-                " seen.add(d[i] << 16 | d[i+1] << 8 | d[i+2]); return seen.size; }"
-            )
-            assert distinct > 2
+            assert distinct_colours(canvas) > 2
         finally:
             context.close()
 

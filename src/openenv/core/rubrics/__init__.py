@@ -7,8 +7,9 @@ server's start) that an environment without a judge never needs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openenv._lazy import lazy_exports
 
 from .base import AwaitableScore, RemovableHandle, Rubric, RubricError, failed_rubric_path
 from .containers import Gate, RubricDict, RubricList, Sequential, WeightedSum
@@ -21,18 +22,7 @@ if TYPE_CHECKING:
 _LAZY = dict.fromkeys(["JudgeError", "LLMJudge", "ParsedScore", "parse_score"], ".llm_judge")
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
     "AwaitableScore",
