@@ -18,6 +18,7 @@ import asyncio
 import importlib
 import json
 import os
+import resource
 import sys
 import time
 from typing import Any
@@ -64,11 +65,19 @@ async def _session(app: Any, steps: int, answered: list[int]) -> None:
     await app(scope, inbox.get, send)
 
 
-async def _run(app: Any, sessions: int, steps: int) -> float:
+def _switches() -> int:
+    """Context switches of every thread of the process so far (exited threads included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw + usage.ru_nivcsw
+
+
+async def _run(app: Any, sessions: int, steps: int) -> tuple[float, float]:
     answered = [0]
+    switches = _switches()
     started = time.process_time()  # every thread of the process: the worker threads too
     await asyncio.gather(*(_session(app, steps // sessions, answered) for _ in range(sessions)))
-    return (time.process_time() - started) / answered[0]
+    per_step = (time.process_time() - started) / answered[0]
+    return per_step, (_switches() - switches) / answered[0]
 
 
 def main() -> None:
@@ -94,8 +103,11 @@ def main() -> None:
     except ImportError:
         run = asyncio.run
     for _ in range(args.repeat):
-        per_step = run(_run(app, args.sessions, args.steps))
-        print(f"{args.app}: {args.sessions} sessions, {per_step * 1e6:.1f} µs CPU per step")
+        per_step, switches = run(_run(app, args.sessions, args.steps))
+        print(
+            f"{args.app}: {args.sessions} sessions, {per_step * 1e6:.1f} µs CPU per step, "
+            f"{switches:.2f} context switches per step"
+        )
 
 
 if __name__ == "__main__":
