@@ -191,6 +191,55 @@ async def test_pipes_stand_in_where_there_is_no_eventfd(monkeypatch: pytest.Monk
     dispatcher.shutdown()
 
 
+# -- one hand-over per pass of the loop ---------------------------------------------------------
+
+
+async def test_a_burst_of_quick_calls_does_not_start_a_thread_per_call() -> None:
+    """The calls of one pass go to the pool together; one worker drains them."""
+    dispatcher = CallDispatcher(16)
+    for _ in range(5):
+        results = await asyncio.gather(*(dispatcher.run(lambda i=i: i) for i in range(64)))
+        assert results == list(range(64))
+    # Before, each call found no idle worker and started one, up to the limit (15 pool
+    # threads). More than one only if the backlog stalled (a starved worker on a loaded
+    # machine), once per STALL_S.
+    assert dispatcher.threads <= 8
+    dispatcher.shutdown()
+
+
+async def test_a_blocking_call_in_a_batch_does_not_hold_up_the_others() -> None:
+    dispatcher = CallDispatcher(4)
+    release = threading.Event()
+    blocked = dispatcher.run(lambda: release.wait(30))
+    quick = [dispatcher.run(lambda i=i: i) for i in range(10)]  # same pass: the same batch
+    # The worker draining the batch is stuck in the first call: another one takes the rest.
+    assert await asyncio.wait_for(asyncio.gather(*quick), 30) == list(range(10))
+    assert not blocked.done()
+    release.set()
+    assert await blocked is True
+    dispatcher.shutdown()
+
+
+async def test_blocking_calls_of_one_batch_all_get_a_thread() -> None:
+    dispatcher = CallDispatcher(9)  # 8 pool threads
+    meeting = threading.Barrier(8, timeout=30)
+    names = await asyncio.gather(
+        *(
+            dispatcher.run(lambda: (meeting.wait(), threading.current_thread().name)[1])
+            for _ in range(8)
+        )
+    )
+    assert len(set(names)) == 8
+    dispatcher.shutdown()
+
+
+async def test_shutdown_runs_calls_not_handed_over_yet() -> None:
+    dispatcher = CallDispatcher(4)
+    first, second = dispatcher.run(lambda: "first"), dispatcher.run(lambda: "second")
+    dispatcher.shutdown()  # before the loop's next pass hands them to the pool
+    assert await asyncio.wait_for(asyncio.gather(first, second), 30) == ["first", "second"]
+
+
 # -- giving up on hung calls (server-side deadlines) -------------------------------------------
 
 

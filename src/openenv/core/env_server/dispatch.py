@@ -4,9 +4,16 @@
 call, and a wake-up of the loop per result. Environment steps are often a few microseconds of
 Python, so that overhead is most of a step. Two paths replace it:
 
-- Under load (other calls of the loop in flight), a call is one tuple on a `SimpleQueue`.
-  Workers take the GIL when the loop lets go of it, and one loop wake-up delivers every result
-  that finished meanwhile. Threads start on demand, when no worker is idle, up to a limit.
+- Under load (other calls of the loop in flight), a call is one tuple in the loop's batch. The
+  calls made during one pass of the loop are handed to the pool in one go, at the start of the
+  next pass: one lock and at most one worker wake-up per pass instead of one per call. A worker
+  woken on a busy core runs, finds the GIL held and sleeps again: waking one per call cost the
+  loop more than the calls. One worker drains the backlog while it can; workers take the GIL
+  when the loop lets go of it, and one loop wake-up delivers every result that finished
+  meanwhile.
+- A backlog whose first call has not moved for `STALL_S` (the worker draining it is stuck in a
+  blocking call) gets one more worker, and so on up to the limit: a slow call holds up the
+  others for at most that long. Threads start on demand, when no worker is parked.
 - A call made while the loop has no other in flight (one session stepping in lock-step: the
   latency case) goes to the express worker, which sleeps on a file descriptor. Python releases
   the GIL around `os.write`, so the woken worker can take the GIL at once, and often runs the
@@ -53,6 +60,11 @@ _MIN_ABANDONED = 64
 _LONE_CALLS_FOR_EXPRESS = 8
 #: Seconds an idle pool thread waits for a call before it exits (`CallDispatcher.idle_timeout`).
 DEFAULT_IDLE_TIMEOUT = 30.0
+#: Seconds the oldest call of the backlog may wait before one more worker is woken for it. Above
+#: the GIL's switch interval (5 ms), so that a worker that merely waits for the GIL (the loop is
+#: busy) does not count as stuck.
+STALL_S = 0.01
+_WAKE = None  # a token that sends a parked pool worker to drain the backlog
 _Result = tuple[asyncio.Future[Any], Optional[BaseException], Any]
 
 
@@ -119,11 +131,14 @@ class _Inbox:
     """Results waiting for one event loop, delivered by one wake-up of that loop."""
 
     __slots__ = (
+        "batch",
         "handing_over",
         "in_flight",
         "lone_calls",
         "loop",
         "results",
+        "stall_armed",
+        "stall_head",
         "wakeup",
         "wakeup_pending",
     )
@@ -140,6 +155,11 @@ class _Inbox:
         self.handing_over = False
         #: None where the loop cannot watch a descriptor (e.g. the Windows proactor loop).
         self.wakeup: Optional[_Wakeup] = None
+        #: Pool calls made during this pass of the loop, handed over at the next (loop thread).
+        self.batch: list[Any] = []
+        #: A stall check is scheduled on this loop; the backlog's first call when it was.
+        self.stall_armed = False
+        self.stall_head: Any = None
 
     def notify(self, deliver: Callable[[_Inbox], None], wakeup: Optional[_Wakeup]) -> None:
         """Wake the loop from a worker thread so that it runs `deliver(self)`.
@@ -167,9 +187,10 @@ class CallDispatcher:
       (one session stepping in lock-step, the latency case). It sleeps on a descriptor and
       hands results back through one, so each wake-up releases the GIL on the way (see the
       module docstring).
-    - Everything else goes through a `SimpleQueue` to the pool. While the loop is busy, its
-      calls then queue up, workers take the GIL when the loop lets go of it, and results come
-      back in batches (the throughput case).
+    - Everything else goes to the pool, one batch per pass of the loop. While the loop is
+      busy, its calls queue up in the backlog, a worker drains it when the loop lets go of the
+      GIL, and results come back in batches (the throughput case). More workers join only
+      while the backlog is stuck behind blocking calls.
     """
 
     def __init__(
@@ -199,9 +220,15 @@ class CallDispatcher:
         #: Pool threads that exited idle, for metrics and tests.
         self.retired = 0
         self._name = name
-        self._calls: SimpleQueue[Any] = SimpleQueue()
+        #: Calls handed over and not yet taken by a worker (any loop's).
+        self._backlog: deque[Any] = deque()
+        #: Wake-up tokens (and stops) for parked pool workers.
+        self._tokens: SimpleQueue[Any] = SimpleQueue()
         self._threads: list[_Worker] = []
-        self._idle = 0
+        #: Pool threads draining the backlog (or woken to), and parked ones no token is
+        #: meant for; both under the lock.
+        self._draining = 0
+        self._parked = 0
         self._lock = threading.Lock()
         self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
         self._express: Optional[_Express] = None
@@ -235,14 +262,61 @@ class CallDispatcher:
                 and self._run_express(inbox, item)
             ):
                 return future
-        with self._lock:
-            spawn = self._idle == 0 and len(self._threads) < self._max
-            if not spawn:
-                self._idle -= 1
-        self._calls.put(item)
-        if spawn:
-            self._spawn()
+        batch = inbox.batch
+        batch.append(item)
+        if len(batch) == 1:
+            loop.call_soon(self._hand_over, inbox)
         return future
+
+    def _hand_over(self, inbox: _Inbox) -> None:
+        """Give the pool the calls of the last pass of the loop (loop thread)."""
+        batch, inbox.batch = inbox.batch, []
+        if not batch:
+            return  # shutdown took them
+        with self._lock:
+            self._backlog.extend(batch)
+            starting = self._wake_locked() if self._draining == 0 else None
+        if starting is not None:
+            self._start(starting)
+        if not inbox.stall_armed:
+            self._arm_stall_check(inbox)
+
+    def _wake_locked(self) -> Optional[_Worker]:
+        """One more pool worker for the backlog (under the lock): a token for a parked one, or
+        a new worker (returned, to start outside the lock), if the pool may grow."""
+        if self._parked > 0:
+            self._parked -= 1
+            self._draining += 1
+            self._tokens.put(_WAKE)
+            return None
+        if len(self._threads) >= self._max:
+            return None
+        self._draining += 1
+        worker = _Worker()
+        self._threads.append(worker)
+        return worker
+
+    def _arm_stall_check(self, inbox: _Inbox) -> None:
+        try:
+            inbox.stall_head = self._backlog[0]
+        except IndexError:
+            return  # already taken
+        inbox.stall_armed = True
+        inbox.loop.call_later(STALL_S, self._check_stall, inbox)
+
+    def _check_stall(self, inbox: _Inbox) -> None:
+        """Wake one more worker if the backlog's first call has waited since the last check."""
+        inbox.stall_armed = False
+        head, inbox.stall_head = inbox.stall_head, None
+        starting = None
+        with self._lock:
+            backlog = self._backlog
+            if backlog and backlog[0] is head and not self._closed:
+                starting = self._wake_locked()
+        if starting is not None:
+            self._start(starting)
+        if self._backlog:
+            self._arm_stall_check(inbox)
 
     def _run_express(self, inbox: _Inbox, item: Any) -> bool:
         express = self._express
@@ -290,30 +364,46 @@ class CallDispatcher:
         self._inboxes[loop] = inbox
         return inbox
 
-    def _spawn(self) -> None:
-        worker = _Worker()
+    def _start(self, worker: _Worker) -> None:
+        """Start the thread of a worker `_wake_locked` added (it begins by draining)."""
         worker.thread = threading.Thread(
             target=self._work,
             args=(worker,),
-            name=f"{self._name}-{len(self._threads) + self.abandoned}",
+            name=f"{self._name}-{len(self._threads) - 1 + self.abandoned}",
             daemon=True,
         )
-        self._threads.append(worker)
         worker.thread.start()
 
     def _work(self, worker: _Worker) -> None:
-        calls = self._calls
+        tokens = self._tokens
         idle_timeout = self.idle_timeout
         while True:
-            try:
-                item = calls.get(timeout=idle_timeout)
-            except Empty:
-                if self._retire(worker):
-                    return
-                continue
-            if item is _STOP:
+            if not self._drain(worker):
+                return  # abandoned
+            while True:
+                try:
+                    token = tokens.get(timeout=idle_timeout)
+                except Empty:
+                    if self._retire(worker):
+                        return
+                    continue
+                break
+            if token is _STOP:
                 return
-            inbox, future, fn = item
+
+    def _drain(self, worker: _Worker) -> bool:
+        """Run backlog calls until there are none; False if this worker was abandoned."""
+        backlog = self._backlog
+        while True:
+            try:
+                inbox, future, fn = backlog.popleft()
+            except IndexError:
+                with self._lock:
+                    if backlog:
+                        continue  # handed over just now
+                    self._draining -= 1
+                    self._parked += 1
+                return True
             worker.future = future
             if self._skip and self._skipped(future):
                 result: _Result = (future, None, None)
@@ -326,7 +416,6 @@ class CallDispatcher:
                     wake = False
                 else:
                     inbox.results.append(result)
-                    self._idle += 1
                     wake = not inbox.wakeup_pending
                     inbox.wakeup_pending = True
             if wake:
@@ -336,18 +425,18 @@ class CallDispatcher:
             if worker.abandoned:
                 with self._lock:
                     self.abandoned -= 1
-                return
+                return False
 
     def _retire(self, worker: _Worker) -> bool:
-        """Leave the pool after an idle wait, unless a call was handed to an idle worker.
+        """Leave the pool after an idle wait, unless a wake-up token is meant for this thread.
 
-        `_idle` counts idle workers minus calls queued for them, under the lock `run` takes
-        before it queues a call: while it is above 0, one idle worker is spare.
+        `_parked` counts parked workers no token was put for: while it is above 0, one parked
+        worker is spare.
         """
         with self._lock:
-            if self._idle <= 0 or self._closed:
+            if self._parked <= 0 or self._closed:
                 return False
-            self._idle -= 1
+            self._parked -= 1
             self._threads.remove(worker)
             self.retired += 1
         return True
@@ -368,6 +457,7 @@ class CallDispatcher:
         abandoned threads) and runs `then` once the call returns. A call still queued is
         skipped and `then` is not run (False). The caller settles `future` itself.
         """
+        starting: Optional[_Worker] = None
         with self._lock:
             self._skip.add(future)
             worker: Optional[_Worker] = None
@@ -376,13 +466,10 @@ class CallDispatcher:
                 worker = express
             else:
                 worker = next((w for w in self._threads if w.future is future), None)
-            if worker is None:
-                spawn = False
-            else:
+            if worker is not None:
                 self._skip.discard(future)
                 worker.then = then
-                spawn = self.abandoned < self.max_abandoned
-                if spawn:
+                if self.abandoned < self.max_abandoned:
                     worker.abandoned = True
                     self.abandoned += 1
                     inbox = self._inboxes.get(asyncio.get_running_loop())
@@ -390,12 +477,11 @@ class CallDispatcher:
                         inbox.in_flight -= 1
                     if worker is express:
                         self._express = None  # the next lone call starts a new express worker
-                        spawn = False
                     else:
                         self._threads.remove(worker)
-                        spawn = self._idle < 0  # calls wait: start the replacement now
-                        if spawn:
-                            self._idle += 1
+                        self._draining -= 1
+                        if self._backlog and self._draining == 0 and not self._closed:
+                            starting = self._wake_locked()  # calls wait: a replacement now
         if worker is None:
             return False
         if not worker.abandoned:
@@ -404,8 +490,8 @@ class CallDispatcher:
                 "pool until its call returns",
                 self.abandoned,
             )
-        if spawn and not self._closed:
-            self._spawn()
+        if starting is not None:
+            self._start(starting)
         return True
 
     def _express_work(self, express: _Express) -> None:
@@ -466,9 +552,15 @@ class CallDispatcher:
         """
         with self._lock:
             self._closed = True  # no pool thread retires from here on: each takes a _STOP
+            for inbox in self._inboxes.values():  # calls not handed over yet still run
+                batch, inbox.batch = inbox.batch, []
+                self._backlog.extend(batch)
+            starting = self._wake_locked() if self._backlog and self._draining == 0 else None
             running_threads = len(self._threads)
+        if starting is not None:
+            self._start(starting)
         for _ in range(running_threads):
-            self._calls.put(_STOP)
+            self._tokens.put(_STOP)
         express = self._express
         if express is not None:
             with self._lock:
