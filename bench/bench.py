@@ -85,6 +85,20 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def proc_switches(pid: int) -> int:
+    """Context switches of a process's live threads (a thread that exited takes its own)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as fh:
+                for line in fh:
+                    if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            pass  # exited meanwhile
+    return total
+
+
 def proc_rss_kb(pid: int) -> int:
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
@@ -643,6 +657,7 @@ def _run_load(
         if on_go is not None:
             on_go()  # e.g. a profiler that should see steps only, not the sessions' set-up
         cpu0 = proc_cpu_seconds(server_pid) if server_pid else None
+        switches0 = proc_switches(server_pid) if server_pid else None
         t0 = time.perf_counter()
         go.set()
         results = _collect(
@@ -650,6 +665,7 @@ def _run_load(
         )
         t1 = time.perf_counter()
         cpu1 = proc_cpu_seconds(server_pid) if server_pid else None
+        switches1 = proc_switches(server_pid) if server_pid else None
         gc1 = gc_snapshot(server_pid)
         release.set()
     finally:
@@ -675,6 +691,8 @@ def _run_load(
     if cpu0 is not None and cpu1 is not None and steps:
         out["server_cpu_us_per_step"] = (cpu1 - cpu0) / steps * 1e6
         out["server_cpu_pct"] = (cpu1 - cpu0) / (t1 - t0) * 100
+    if switches0 is not None and switches1 is not None and steps:
+        out["server_switches_per_step"] = (switches1 - switches0) / steps
     if gc0 is not None and gc1 is not None:
         out["gc"] = {
             gen: {
@@ -1248,6 +1266,8 @@ def _load_cells(r: dict[str, Any] | None) -> list[str]:
             notes.append("p99 runs " + " / ".join(f"{x / 1000:,.1f} ms" for x in p99s))
     elif len(runs) > 1:
         notes.append("runs " + " / ".join(f"{x:,}" for x in runs))
+    if r.get("server_switches_per_step") is not None:
+        notes.append(f"{r['server_switches_per_step']:.2f} server context switches per step")
     return [
         _fmt(r["steps_per_s"]),
         _fmt(r["p50_us"]),
