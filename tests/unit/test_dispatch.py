@@ -233,6 +233,23 @@ async def test_blocking_calls_of_one_batch_all_get_a_thread() -> None:
     dispatcher.shutdown()
 
 
+async def test_after_a_stall_blocking_calls_get_their_threads_at_once() -> None:
+    """An environment whose calls block pays the stall once, not once per call."""
+    dispatcher = CallDispatcher(17)  # 16 pool threads
+    for _ in range(2):
+        meeting = threading.Barrier(16, timeout=30)
+        names = await asyncio.gather(
+            *(
+                dispatcher.run(lambda: (meeting.wait(), threading.current_thread().name)[1])
+                for _ in range(16)
+            )
+        )
+        assert len(set(names)) == 16
+    # One thread per stall would have taken 15 stalls per round.
+    assert 1 <= dispatcher.stalls < 8
+    dispatcher.shutdown()
+
+
 async def test_shutdown_runs_calls_not_handed_over_yet() -> None:
     dispatcher = CallDispatcher(4)
     first, second = dispatcher.run(lambda: "first"), dispatcher.run(lambda: "second")

@@ -12,8 +12,11 @@ Python, so that overhead is most of a step. Two paths replace it:
   when the loop lets go of it, and one loop wake-up delivers every result that finished
   meanwhile.
 - A backlog whose first call has not moved for `STALL_S` (the worker draining it is stuck in a
-  blocking call) gets one more worker, and so on up to the limit: a slow call holds up the
-  others for at most that long. Threads start on demand, when no worker is parked.
+  blocking call) gets a worker for each of its calls, up to the limit: a slow call holds up the
+  others for at most that long. For `BLOCKING_MODE_S` after such a stall, every call handed
+  over gets a worker of its own at once (as before batching), so that an environment whose
+  calls block (I/O, a sandbox) pays the stall once, not once per call. Threads start on
+  demand, when no worker is parked.
 - A call made while the loop has no other in flight (one session stepping in lock-step: the
   latency case) goes to the express worker, which sleeps on a file descriptor. Python releases
   the GIL around `os.write`, so the woken worker can take the GIL at once, and often runs the
@@ -42,6 +45,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -64,6 +68,8 @@ DEFAULT_IDLE_TIMEOUT = 30.0
 #: the GIL's switch interval (5 ms), so that a worker that merely waits for the GIL (the loop is
 #: busy) does not count as stuck.
 STALL_S = 0.01
+#: Seconds after a stall during which each call handed over wakes a worker of its own.
+BLOCKING_MODE_S = 10.0
 _WAKE = None  # a token that sends a parked pool worker to drain the backlog
 _Result = tuple[asyncio.Future[Any], Optional[BaseException], Any]
 
@@ -229,6 +235,9 @@ class CallDispatcher:
         #: meant for; both under the lock.
         self._draining = 0
         self._parked = 0
+        #: Until when (monotonic) each call handed over gets its own worker; stalls seen.
+        self._blocking_until = 0.0
+        self.stalls = 0
         self._lock = threading.Lock()
         self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
         self._express: Optional[_Express] = None
@@ -275,11 +284,27 @@ class CallDispatcher:
             return  # shutdown took them
         with self._lock:
             self._backlog.extend(batch)
-            starting = self._wake_locked() if self._draining == 0 else None
-        if starting is not None:
-            self._start(starting)
+            if self._blocking_until and time.monotonic() < self._blocking_until:
+                starting = self._wake_many_locked(len(batch))
+            elif self._draining == 0:
+                starting = self._wake_many_locked(1)
+            else:
+                starting = []
+        for worker in starting:
+            self._start(worker)
         if not inbox.stall_armed:
             self._arm_stall_check(inbox)
+
+    def _wake_many_locked(self, count: int) -> list[_Worker]:
+        """Up to `count` more workers (under the lock); the new ones, to start outside it."""
+        starting = []
+        for _ in range(count):
+            if self._parked <= 0 and len(self._threads) >= self._max:
+                break
+            worker = self._wake_locked()
+            if worker is not None:
+                starting.append(worker)
+        return starting
 
     def _wake_locked(self) -> Optional[_Worker]:
         """One more pool worker for the backlog (under the lock): a token for a parked one, or
@@ -293,6 +318,12 @@ class CallDispatcher:
             return None
         self._draining += 1
         worker = _Worker()
+        worker.thread = threading.Thread(
+            target=self._work,
+            args=(worker,),
+            name=f"{self._name}-{len(self._threads) + self.abandoned}",
+            daemon=True,
+        )
         self._threads.append(worker)
         return worker
 
@@ -308,13 +339,15 @@ class CallDispatcher:
         """Wake one more worker if the backlog's first call has waited since the last check."""
         inbox.stall_armed = False
         head, inbox.stall_head = inbox.stall_head, None
-        starting = None
+        starting: list[_Worker] = []
         with self._lock:
             backlog = self._backlog
             if backlog and backlog[0] is head and not self._closed:
-                starting = self._wake_locked()
-        if starting is not None:
-            self._start(starting)
+                self.stalls += 1
+                self._blocking_until = time.monotonic() + BLOCKING_MODE_S
+                starting = self._wake_many_locked(len(backlog))
+        for worker in starting:
+            self._start(worker)
         if self._backlog:
             self._arm_stall_check(inbox)
 
@@ -366,12 +399,7 @@ class CallDispatcher:
 
     def _start(self, worker: _Worker) -> None:
         """Start the thread of a worker `_wake_locked` added (it begins by draining)."""
-        worker.thread = threading.Thread(
-            target=self._work,
-            args=(worker,),
-            name=f"{self._name}-{len(self._threads) - 1 + self.abandoned}",
-            daemon=True,
-        )
+        assert worker.thread is not None
         worker.thread.start()
 
     def _work(self, worker: _Worker) -> None:
