@@ -6,11 +6,12 @@ Python, so that overhead is most of a step. Two paths replace it:
 
 - Under load (other calls of the loop in flight), a call is one tuple in the loop's batch. The
   calls made during one pass of the loop are handed to the pool in one go, at the start of the
-  next pass: one lock and at most one worker wake-up per pass instead of one per call. A worker
-  woken on a busy core runs, finds the GIL held and sleeps again: waking one per call cost the
-  loop more than the calls. One worker drains the backlog while it can; workers take the GIL
-  when the loop lets go of it, and one loop wake-up delivers every result that finished
-  meanwhile.
+  next pass: one lock and at most one worker wake-up per pass. One worker drains the backlog
+  while it can. Before, each call counted as needing an idle worker of its own, so 64 sessions
+  kept 64 threads taking the GIL in turn for one call each (and on Python 3.13, whose
+  `SimpleQueue` hands each item to a parked thread, woke one per call). A worker woken on a
+  busy core runs, finds the GIL held and sleeps again. Workers take the GIL when the loop lets
+  go of it, and one loop wake-up delivers every result that finished meanwhile.
 - A backlog whose first call has not moved for `STALL_S` (the worker draining it is stuck in a
   blocking call) gets a worker for each of its calls, up to the limit: a slow call holds up the
   others for at most that long. For `BLOCKING_MODE_S` after such a stall, every call handed
@@ -64,7 +65,7 @@ _MIN_ABANDONED = 64
 _LONE_CALLS_FOR_EXPRESS = 8
 #: Seconds an idle pool thread waits for a call before it exits (`CallDispatcher.idle_timeout`).
 DEFAULT_IDLE_TIMEOUT = 30.0
-#: Seconds the oldest call of the backlog may wait before one more worker is woken for it. Above
+#: Seconds the oldest call of the backlog may wait before workers are woken for the backlog. Above
 #: the GIL's switch interval (5 ms), so that a worker that merely waits for the GIL (the loop is
 #: busy) does not count as stuck.
 STALL_S = 0.01
