@@ -240,7 +240,7 @@ async def test_after_a_stall_blocking_calls_get_their_threads_at_once() -> None:
         meeting = threading.Barrier(16, timeout=30)
         names = await asyncio.gather(
             *(
-                dispatcher.run(lambda: (meeting.wait(), threading.current_thread().name)[1])
+                dispatcher.run(lambda m=meeting: (m.wait(), threading.current_thread().name)[1])
                 for _ in range(16)
             )
         )
