@@ -175,3 +175,14 @@ def state_class_of(env_cls: Any) -> type[State]:
         if isinstance(hint, type) and issubclass(hint, State):
             return hint
     return State
+
+
+def session_context_of(env: Any) -> AbstractAsyncContextManager[Any] | None:
+    """The context a server holds open for a session's life: the environment's
+    `session_context()` when it has one (MCPEnvironment's connects its client only once used),
+    else OpenEnv's `mcp_session()` hook, else None."""
+    hold = getattr(env, "session_context", None)
+    if callable(hold):
+        return hold()
+    enter = getattr(env, "mcp_session", None)
+    return enter() if callable(enter) else None

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sys
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -174,6 +176,38 @@ def _refuse_reserved_names(names: set[str]) -> None:
         )
 
 
+class _ClientHold:
+    """A server's hold on one session's in-process client, joined by the client's first entry
+    on the server's loop (a use from another loop, e.g. a sync step's, connects only for itself)."""
+
+    __slots__ = ("joined", "loop", "stack")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.joined = False
+        self.stack = contextlib.AsyncExitStack()
+
+
+@functools.cache
+def _held_client_type() -> type:
+    """fastmcp's `Client`, entering its environment's session hold first; made on first use so
+    that the client package (~200 ms of imports) loads only when a client is needed."""
+    from fastmcp import Client
+
+    class HeldClient(Client):
+        _openenv_env: Callable[[], MCPEnvironment | None] | None = None
+
+        async def __aenter__(self) -> Any:
+            env = self._openenv_env() if self._openenv_env is not None else None
+            hold = env.__dict__.get("_client_hold_now") if env is not None else None
+            if hold is not None and not hold.joined and asyncio.get_running_loop() is hold.loop:
+                hold.joined = True  # before entering: the entry below comes back here
+                await hold.stack.enter_async_context(self)
+            return await super().__aenter__()
+
+    return HeldClient
+
+
 class MCPEnvironment(Environment):
     """Base class for tool environments. Subclasses implement `reset` and `state`.
 
@@ -208,6 +242,12 @@ class MCPEnvironment(Environment):
 
     # -- OpenEnv's in-process client -----------------------------------------------------
 
+    #: Whether a server connects `mcp_client` as each session starts, as OpenEnv's does. Off by
+    #: default: tools are called without the client, so it is made and connected at its first
+    #: use (`mcp_session()` or `async with env.mcp_client`) and then held until the session
+    #: ends. Set True for code that calls `self.mcp_client` without entering it first.
+    connect_mcp_client_at_start: bool = False
+
     @property
     def mcp_client(self) -> Any:
         """A fastmcp `Client` on this environment's server, as OpenEnv's environments hold one;
@@ -215,9 +255,9 @@ class MCPEnvironment(Environment):
         if "_mcp_client" not in self.__dict__:
             if self.mcp_server is None:
                 return None
-            from fastmcp import Client
-
-            self.__dict__["_mcp_client"] = Client(self.mcp_server)
+            client = _held_client_type()(self.mcp_server)
+            client._openenv_env = weakref.ref(self)
+            self.__dict__["_mcp_client"] = client
         return self.__dict__["_mcp_client"]
 
     @mcp_client.setter
@@ -232,6 +272,31 @@ class MCPEnvironment(Environment):
             raise RuntimeError("the MCP client is not available: the environment is closed")
         async with client:
             yield client
+
+    def session_context(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """What a server holds for each session: `mcp_session()` only when it must be open from
+        the start (opted in, overridden, or a client set by the environment); otherwise a hold
+        the client joins at its first use, so a session that never uses it never makes it
+        (no ~0.4 ms and no in-process MCP session per session, no fastmcp client import)."""
+        given = self.__dict__.get("_mcp_client")
+        if (
+            self.connect_mcp_client_at_start
+            or type(self).mcp_session is not MCPEnvironment.mcp_session
+            or (given is not None and getattr(given, "_openenv_env", None) is None)
+        ):
+            return self.mcp_session()
+        return self._client_hold()
+
+    @contextlib.asynccontextmanager
+    async def _client_hold(self) -> AsyncIterator[None]:
+        hold = _ClientHold(asyncio.get_running_loop())
+        self.__dict__["_client_hold_now"] = hold
+        try:
+            yield None
+        finally:
+            if self.__dict__.get("_client_hold_now") is hold:
+                del self.__dict__["_client_hold_now"]
+            await hold.stack.aclose()
 
     # -- mode-aware tools -------------------------------------------------------------
 
