@@ -225,8 +225,8 @@ class MCPEnvironment(Environment):
         self, mcp_server: FastMCP, transform: Transform | None = None, rubric: Any = None
     ) -> None:
         super().__init__(transform=transform, rubric=rubric)
-        # Before the first listing: it makes the server's state store, which the direct tool
-        # call watches from its creation (see mcp_fast_call.py).
+        # Before the first listing: the direct tool call notes whether the server has a state
+        # store yet, to watch the one fastmcp makes from its creation (see mcp_fast_call.py).
         self.__dict__["_fast_caller"] = FastToolCaller(mcp_server)
         _refuse_reserved_names({t.name for t in run_coroutine_sync(mcp_server.list_tools())})
         self.mcp_server = mcp_server
@@ -368,15 +368,17 @@ class MCPEnvironment(Environment):
         """Call a tool and return fastmcp's ToolResult; raises `ToolCallFailed` when it fails."""
         arguments = arguments or {}
         limit = timeout_s or MCP_TOOL_CALL_TIMEOUT
-        # Outside a live MCP session (in process, HTTP /step, WebSocket steps and OpenEnv's
-        # JSON-RPC) fastmcp has no session id for `ctx` state: give it this environment's.
-        token = (
-            _state_session.set(self._tool_state_session)
-            if _state_session is not None and _state_session.get() is None
-            else None
-        )
+        token = None
         try:
             by_mode = self._mode_tools.get(name)
+            if by_mode is None and not self._reserved_checked:
+                # Before the session id below: listed under one, fastmcp would look up (and
+                # so make) its state store for session rules (see mcp_fast_call.py).
+                await self._server_tools()
+            # Outside a live MCP session (in process, HTTP /step, WebSocket steps and OpenEnv's
+            # JSON-RPC) fastmcp has no session id for `ctx` state: give it this environment's.
+            if _state_session is not None and _state_session.get() is None:
+                token = _state_session.set(self._tool_state_session)
             if by_mode is not None:
                 made = by_mode.get(self._mode or "")
                 if made is None:
@@ -386,8 +388,6 @@ class MCPEnvironment(Environment):
                     )
                 call = made.run(arguments)
             else:
-                if not self._reserved_checked:
-                    await self._server_tools()
                 call = self._call_server_tool(name, arguments)
             if not _SHARED_DEADLINES:  # pragma: no cover (Python 3.10)
                 return await asyncio.wait_for(call, limit)
