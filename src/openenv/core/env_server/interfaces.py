@@ -65,6 +65,7 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     rubric: Any = None
     #: OpenEnv's hook: a factory of an async context the server holds open for the session's
     #: life (e.g. an MCP client transport), entered after creation and left before `close()`.
+    #: A `session_context()` method, if defined, is held instead (`session_context_of`).
     mcp_session: Callable[[], AbstractAsyncContextManager[Any]] | None = None
     #: Set by `_apply_rubric*`: this step scored itself, so the server does not score it again.
     _rubric_scored: bool = False
