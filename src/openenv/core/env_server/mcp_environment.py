@@ -177,15 +177,38 @@ def _refuse_reserved_names(names: set[str]) -> None:
 
 
 class _ClientHold:
-    """A server's hold on one session's in-process client, joined by the client's first entry
-    on the server's loop (a use from another loop, e.g. a sync step's, connects only for itself)."""
+    """A server's hold on one session's in-process client, as an async context: the client joins
+    it at its first entry on the server's loop and is let go when the session ends (a use from
+    another loop, e.g. a sync step's, connects only for itself). Light, since every MCP session
+    holds one: no exit stack until the client joins."""
 
-    __slots__ = ("joined", "loop", "stack")
+    __slots__ = ("_env", "joined", "loop")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.joined = False
-        self.stack = contextlib.AsyncExitStack()
+    def __init__(self, env: MCPEnvironment) -> None:
+        self._env = env
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.joined: Any = None  # the client, once it joined
+
+    async def __aenter__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._env.__dict__["_client_hold_now"] = self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._env.__dict__.get("_client_hold_now") is self:
+            del self._env.__dict__["_client_hold_now"]
+        client, self.joined = self.joined, None
+        if client is not None:
+            await client.__aexit__(None, None, None)
+
+    async def join(self, client: Any) -> None:
+        """Hold `client` connected until the session ends, if this is the server's loop."""
+        if self.joined is None and self.loop is asyncio.get_running_loop():
+            self.joined = client  # before entering: the entry below comes back here
+            try:
+                await client.connect_for_hold()
+            except BaseException:
+                self.joined = None
+                raise
 
 
 @functools.cache
@@ -200,9 +223,12 @@ def _held_client_type() -> type:
         async def __aenter__(self) -> Any:
             env = self._openenv_env() if self._openenv_env is not None else None
             hold = env.__dict__.get("_client_hold_now") if env is not None else None
-            if hold is not None and not hold.joined and asyncio.get_running_loop() is hold.loop:
-                hold.joined = True  # before entering: the entry below comes back here
-                await hold.stack.enter_async_context(self)
+            if hold is not None:
+                await hold.join(self)
+            return await super().__aenter__()
+
+        async def connect_for_hold(self) -> Any:
+            """The session hold's own entry (fastmcp's, without joining the hold again)."""
             return await super().__aenter__()
 
     return HeldClient
@@ -285,18 +311,7 @@ class MCPEnvironment(Environment):
             or (given is not None and getattr(given, "_openenv_env", None) is None)
         ):
             return self.mcp_session()
-        return self._client_hold()
-
-    @contextlib.asynccontextmanager
-    async def _client_hold(self) -> AsyncIterator[None]:
-        hold = _ClientHold(asyncio.get_running_loop())
-        self.__dict__["_client_hold_now"] = hold
-        try:
-            yield None
-        finally:
-            if self.__dict__.get("_client_hold_now") is hold:
-                del self.__dict__["_client_hold_now"]
-            await hold.stack.aclose()
+        return _ClientHold(self)
 
     # -- mode-aware tools -------------------------------------------------------------
 
