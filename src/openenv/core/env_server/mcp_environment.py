@@ -223,7 +223,7 @@ def _held_client_type() -> type:
         async def __aenter__(self) -> Any:
             env = self._openenv_env() if self._openenv_env is not None else None
             hold = env.__dict__.get("_client_hold_now") if env is not None else None
-            if hold is not None:
+            if hold is not None and env.__dict__.get("_mcp_client") is self:  # not a `.new()` copy
                 await hold.join(self)
             return await super().__aenter__()
 
