@@ -418,3 +418,15 @@ async def test_session_rules_are_skipped_only_on_a_store_watched_from_its_start(
     used = build_tools()
     assert used._state_store is not None  # made before any watch: it may hold rules already
     assert CasesEnvironment(used).__dict__["_fast_caller"]._rules.possible is True
+
+
+async def test_rules_written_by_the_call_that_made_the_store_are_found() -> None:
+    """fastmcp makes its state store at its first use: here inside a tool that also writes a
+    session rule at once. The next call sees the new store, looks in it, and keeps the rule."""
+    env = CasesEnvironment()
+    assert env.mcp_server._FastMCP__state_store is None
+    assert (await env_outcome(env, "hide_echo_quietly", {}))[0] == "ok"
+    assert env.mcp_server._FastMCP__state_store is not None
+    hidden = await env_outcome(env, "echo", {"message": "a"})
+    assert hidden[:2] == ("error", "tool_not_found")
+    assert env.__dict__["_fast_caller"]._rules.possible is True

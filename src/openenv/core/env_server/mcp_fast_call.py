@@ -126,15 +126,16 @@ class _RulesWatch:
         self._watch(store, "put")
         self._watch(store, "delete")
         # Imported by fastmcp as it made the store (never at start: see above).
-        from key_value.aio.stores.memory import MemoryStore
+        from key_value.aio.stores.memory.store import PAGE_LIMIT, MemoryStore
 
         raw = server._state_storage
-        if type(raw) is not MemoryStore:  # pragma: no cover (fastmcp's default is a MemoryStore)
+        collection = getattr(store, "_default_collection", None)
+        if type(raw) is not MemoryStore or not collection:  # pragma: no cover (fastmcp's own)
             self.possible = True
             return True
-        collection = getattr(store, "_default_collection", None)
-        keys = await raw.keys(collection=collection) if collection else None
-        found = keys is None or any(_RULES_KEY_SUFFIX in key for key in keys)
+        keys = await raw.keys(collection=collection, limit=PAGE_LIMIT)
+        # A full page may leave keys out: then rules may be among them.
+        found = len(keys) >= PAGE_LIMIT or any(_RULES_KEY_SUFFIX in key for key in keys)
         self.possible = self.possible or found  # a write during the look is seen by the watch
         return self.possible
 
