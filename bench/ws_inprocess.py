@@ -9,6 +9,7 @@ figures against the floor.
 
     python bench/ws_inprocess.py plain_env:app --sessions 64 --steps 100000 --repeat 3
     PYTHONPATH=/tmp/old/src python bench/ws_inprocess.py plain_env:app   # an older src/ tree
+    python bench/ws_inprocess.py echo_env.server.app:app --mcp          # MCP tool-call steps
 """
 
 from __future__ import annotations
@@ -25,12 +26,19 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FRAME = json.dumps({"type": "step", "data": {"value": 1}})
+#: bench.py's MCP step (`--mcp`).
+MCP_FRAME = json.dumps(
+    {
+        "type": "step",
+        "data": {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "hi"}},
+    }
+)
 #: uvicorn's scope extension (`connections.ABORT_EXTENSION`), with "no frame queued": over a
 #: network the next frame arrives after the reply has gone.
 _EXTENSIONS = {"openenv.transport.abort": {"frames_waiting": lambda: False}}
 
 
-async def _session(app: Any, steps: int, answered: list[int]) -> None:
+async def _session(app: Any, steps: int, answered: list[int], frame: str) -> None:
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     inbox.put_nowait({"type": "websocket.connect"})
     replies = 0
@@ -38,14 +46,14 @@ async def _session(app: Any, steps: int, answered: list[int]) -> None:
     async def send(message: dict[str, Any]) -> None:
         nonlocal replies
         if message["type"] == "websocket.accept":
-            inbox.put_nowait({"type": "websocket.receive", "text": FRAME})
+            inbox.put_nowait({"type": "websocket.receive", "text": frame})
         elif message["type"] == "websocket.send":
             replies += 1
             answered[0] += 1
             if replies >= steps:
                 inbox.put_nowait({"type": "websocket.disconnect", "code": 1000})
             else:
-                inbox.put_nowait({"type": "websocket.receive", "text": FRAME})
+                inbox.put_nowait({"type": "websocket.receive", "text": frame})
 
     scope = {
         "type": "websocket",
@@ -71,11 +79,13 @@ def _switches() -> int:
     return usage.ru_nvcsw + usage.ru_nivcsw
 
 
-async def _run(app: Any, sessions: int, steps: int) -> tuple[float, float]:
+async def _run(app: Any, sessions: int, steps: int, frame: str) -> tuple[float, float]:
     answered = [0]
     switches = _switches()
     started = time.process_time()  # every thread of the process: the worker threads too
-    await asyncio.gather(*(_session(app, steps // sessions, answered) for _ in range(sessions)))
+    await asyncio.gather(
+        *(_session(app, steps // sessions, answered, frame) for _ in range(sessions))
+    )
     per_step = (time.process_time() - started) / answered[0]
     return per_step, (_switches() - switches) / answered[0]
 
@@ -86,6 +96,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--steps", type=int, default=100_000, help="steps per run, all sessions")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--mcp", action="store_true", help="send MCP tool-call steps (echo)")
     args = parser.parse_args()
     sys.path.insert(0, HERE)
     module, _, attr = args.app.partition(":")
@@ -103,7 +114,8 @@ def main() -> None:
     except ImportError:
         run = asyncio.run
     for _ in range(args.repeat):
-        per_step, switches = run(_run(app, args.sessions, args.steps))
+        frame = MCP_FRAME if args.mcp else FRAME
+        per_step, switches = run(_run(app, args.sessions, args.steps, frame))
         print(
             f"{args.app}: {args.sessions} sessions, {per_step * 1e6:.1f} µs CPU per step, "
             f"{switches:.2f} context switches per step"

@@ -186,6 +186,10 @@ async def test_ctx_state_is_per_environment_on_the_direct_path(direct_calls: lis
     answers = [await env_outcome(env, "bump", {}) for env in (one, one, two, one)]
     assert [a[1]["data"] for a in answers] == ["1", "2", "1", "3"]
     assert direct_calls == ["bump"] * 4
+    # `ctx.set_state` made the store during a call; the next call watched it, found no rules.
+    rules = one.__dict__["_fast_caller"]._rules
+    assert one.mcp_server._FastMCP__state_store is not None
+    assert (rules.possible, rules.unwatched) == (False, False)
 
 
 async def test_session_visibility_rules_are_kept(direct_calls: list[str]) -> None:
@@ -407,6 +411,22 @@ async def test_function_tools_run_on_their_looked_up_plan(monkeypatch: pytest.Mo
 async def test_session_rules_are_skipped_only_on_a_store_watched_from_its_start() -> None:
     fresh = CasesEnvironment()
     assert fresh.__dict__["_fast_caller"]._rules.possible is False
+    await env_outcome(fresh, "echo", {"message": "a"})
+    await fresh.list_tools()
+    # fastmcp makes its store at its first use (importing ~430 modules): not for these.
+    assert fresh.mcp_server._FastMCP__state_store is None
     used = build_tools()
     assert used._state_store is not None  # made before any watch: it may hold rules already
     assert CasesEnvironment(used).__dict__["_fast_caller"]._rules.possible is True
+
+
+async def test_rules_written_by_the_call_that_made_the_store_are_found() -> None:
+    """fastmcp makes its state store at its first use: here inside a tool that also writes a
+    session rule at once. The next call sees the new store, looks in it, and keeps the rule."""
+    env = CasesEnvironment()
+    assert env.mcp_server._FastMCP__state_store is None
+    assert (await env_outcome(env, "hide_echo_quietly", {}))[0] == "ok"
+    assert env.mcp_server._FastMCP__state_store is not None
+    hidden = await env_outcome(env, "echo", {"message": "a"})
+    assert hidden[:2] == ("error", "tool_not_found")
+    assert env.__dict__["_fast_caller"]._rules.possible is True

@@ -22,7 +22,12 @@ import httpx
 import orjson
 from pydantic import ValidationError
 
-from openenv.core.env_server.interfaces import Environment, overrides, state_class_of
+from openenv.core.env_server.interfaces import (
+    Environment,
+    overrides,
+    session_context_of,
+    state_class_of,
+)
 from openenv.core.env_server.serialization import deserialize_action, serialize_observation
 from openenv.core.env_server.sessions import factory_class, factory_name, filter_kwargs
 from openenv.core.env_server.types import Action, Observation, State
@@ -212,9 +217,9 @@ class InProcessDriver:
             env = await asyncio.get_running_loop().run_in_executor(self.executor, self.source)
         inst = _Instance(self, env)
         self.instances.append(inst)
-        enter = getattr(env, "mcp_session", None)
-        if isinstance(env, Environment) and callable(enter):
-            await inst.stack.enter_async_context(enter())
+        context = session_context_of(env) if isinstance(env, Environment) else None
+        if context is not None:
+            await inst.stack.enter_async_context(context)
         return inst
 
     def wire(self, obs: Any, method: str) -> dict[str, Any]:

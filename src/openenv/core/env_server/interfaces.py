@@ -65,6 +65,7 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     rubric: Any = None
     #: OpenEnv's hook: a factory of an async context the server holds open for the session's
     #: life (e.g. an MCP client transport), entered after creation and left before `close()`.
+    #: A `session_context()` method, if defined, is held instead (`session_context_of`).
     mcp_session: Callable[[], AbstractAsyncContextManager[Any]] | None = None
     #: Set by `_apply_rubric*`: this step scored itself, so the server does not score it again.
     _rubric_scored: bool = False
@@ -175,3 +176,14 @@ def state_class_of(env_cls: Any) -> type[State]:
         if isinstance(hint, type) and issubclass(hint, State):
             return hint
     return State
+
+
+def session_context_of(env: Any) -> AbstractAsyncContextManager[Any] | None:
+    """The context a server holds open for a session's life: the environment's
+    `session_context()` when it has one (MCPEnvironment's connects its client only once used),
+    else OpenEnv's `mcp_session()` hook, else None."""
+    hold = getattr(env, "session_context", None)
+    if callable(hold):
+        return hold()
+    enter = getattr(env, "mcp_session", None)
+    return enter() if callable(enter) else None

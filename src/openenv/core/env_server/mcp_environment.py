@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sys
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -174,6 +176,64 @@ def _refuse_reserved_names(names: set[str]) -> None:
         )
 
 
+class _ClientHold:
+    """A server's hold on one session's in-process client, as an async context: the client joins
+    it at its first entry on the server's loop and is let go when the session ends (a use from
+    another loop, e.g. a sync step's, connects only for itself). Light, since every MCP session
+    holds one: no exit stack until the client joins."""
+
+    __slots__ = ("_env", "joined", "loop")
+
+    def __init__(self, env: MCPEnvironment) -> None:
+        self._env = env
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.joined: Any = None  # the client, once it joined
+
+    async def __aenter__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._env.__dict__["_client_hold_now"] = self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._env.__dict__.get("_client_hold_now") is self:
+            del self._env.__dict__["_client_hold_now"]
+        client, self.joined = self.joined, None
+        if client is not None:
+            await client.__aexit__(None, None, None)
+
+    async def join(self, client: Any) -> None:
+        """Hold `client` connected until the session ends, if this is the server's loop."""
+        if self.joined is None and self.loop is asyncio.get_running_loop():
+            self.joined = client  # before entering: the entry below comes back here
+            try:
+                await client.connect_for_hold()
+            except BaseException:
+                self.joined = None
+                raise
+
+
+@functools.cache
+def _held_client_type() -> type:
+    """fastmcp's `Client`, entering its environment's session hold first; made on first use so
+    that the client package (~200 ms of imports) loads only when a client is needed."""
+    from fastmcp import Client
+
+    class HeldClient(Client):
+        _openenv_env: Callable[[], MCPEnvironment | None] | None = None
+
+        async def __aenter__(self) -> Any:
+            env = self._openenv_env() if self._openenv_env is not None else None
+            hold = env.__dict__.get("_client_hold_now") if env is not None else None
+            if hold is not None and env.__dict__.get("_mcp_client") is self:  # not a `.new()` copy
+                await hold.join(self)
+            return await super().__aenter__()
+
+        async def connect_for_hold(self) -> Any:
+            """The session hold's own entry (fastmcp's, without joining the hold again)."""
+            return await super().__aenter__()
+
+    return HeldClient
+
+
 class MCPEnvironment(Environment):
     """Base class for tool environments. Subclasses implement `reset` and `state`.
 
@@ -191,8 +251,8 @@ class MCPEnvironment(Environment):
         self, mcp_server: FastMCP, transform: Transform | None = None, rubric: Any = None
     ) -> None:
         super().__init__(transform=transform, rubric=rubric)
-        # Before the first listing: it makes the server's state store, which the direct tool
-        # call watches from its creation (see mcp_fast_call.py).
+        # Before the first listing: the direct tool call notes whether the server has a state
+        # store yet, to watch the one fastmcp makes from its creation (see mcp_fast_call.py).
         self.__dict__["_fast_caller"] = FastToolCaller(mcp_server)
         _refuse_reserved_names({t.name for t in run_coroutine_sync(mcp_server.list_tools())})
         self.mcp_server = mcp_server
@@ -208,6 +268,12 @@ class MCPEnvironment(Environment):
 
     # -- OpenEnv's in-process client -----------------------------------------------------
 
+    #: Whether a server connects `mcp_client` as each session starts, as OpenEnv's does. Off by
+    #: default: tools are called without the client, so it is made and connected at its first
+    #: use (`mcp_session()` or `async with env.mcp_client`) and then held until the session
+    #: ends. Set True for code that calls `self.mcp_client` without entering it first.
+    connect_mcp_client_at_start: bool = False
+
     @property
     def mcp_client(self) -> Any:
         """A fastmcp `Client` on this environment's server, as OpenEnv's environments hold one;
@@ -215,9 +281,9 @@ class MCPEnvironment(Environment):
         if "_mcp_client" not in self.__dict__:
             if self.mcp_server is None:
                 return None
-            from fastmcp import Client
-
-            self.__dict__["_mcp_client"] = Client(self.mcp_server)
+            client = _held_client_type()(self.mcp_server)
+            client._openenv_env = weakref.ref(self)
+            self.__dict__["_mcp_client"] = client
         return self.__dict__["_mcp_client"]
 
     @mcp_client.setter
@@ -232,6 +298,20 @@ class MCPEnvironment(Environment):
             raise RuntimeError("the MCP client is not available: the environment is closed")
         async with client:
             yield client
+
+    def session_context(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """What a server holds for each session: `mcp_session()` only when it must be open from
+        the start (opted in, overridden, or a client set by the environment); otherwise a hold
+        the client joins at its first use, so a session that never uses it never makes it
+        (no ~0.4 ms and no in-process MCP session per session, no fastmcp client import)."""
+        given = self.__dict__.get("_mcp_client")
+        if (
+            self.connect_mcp_client_at_start
+            or type(self).mcp_session is not MCPEnvironment.mcp_session
+            or (given is not None and getattr(given, "_openenv_env", None) is None)
+        ):
+            return self.mcp_session()
+        return _ClientHold(self)
 
     # -- mode-aware tools -------------------------------------------------------------
 
@@ -303,15 +383,17 @@ class MCPEnvironment(Environment):
         """Call a tool and return fastmcp's ToolResult; raises `ToolCallFailed` when it fails."""
         arguments = arguments or {}
         limit = timeout_s or MCP_TOOL_CALL_TIMEOUT
-        # Outside a live MCP session (in process, HTTP /step, WebSocket steps and OpenEnv's
-        # JSON-RPC) fastmcp has no session id for `ctx` state: give it this environment's.
-        token = (
-            _state_session.set(self._tool_state_session)
-            if _state_session is not None and _state_session.get() is None
-            else None
-        )
+        token = None
         try:
             by_mode = self._mode_tools.get(name)
+            if by_mode is None and not self._reserved_checked:
+                # Before the session id below: listed under one, fastmcp would look up (and
+                # so make) its state store for session rules (see mcp_fast_call.py).
+                await self._server_tools()
+            # Outside a live MCP session (in process, HTTP /step, WebSocket steps and OpenEnv's
+            # JSON-RPC) fastmcp has no session id for `ctx` state: give it this environment's.
+            if _state_session is not None and _state_session.get() is None:
+                token = _state_session.set(self._tool_state_session)
             if by_mode is not None:
                 made = by_mode.get(self._mode or "")
                 if made is None:
@@ -321,8 +403,6 @@ class MCPEnvironment(Environment):
                     )
                 call = made.run(arguments)
             else:
-                if not self._reserved_checked:
-                    await self._server_tools()
                 call = self._call_server_tool(name, arguments)
             if not _SHARED_DEADLINES:  # pragma: no cover (Python 3.10)
                 return await asyncio.wait_for(call, limit)

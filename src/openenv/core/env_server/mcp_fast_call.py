@@ -95,17 +95,49 @@ def fast_path_supported(server: Any = None) -> bool:
 
 class _RulesWatch:
     """Whether session visibility rules may exist on a server: they are only ever written through
-    its state store's `put` / `delete`, which this watches from the moment the store is made."""
+    its state store's `put` / `delete`, which this watches from the moment the store is made.
+
+    fastmcp makes its default store at its first use (`FastMCP._state_store`); most servers never
+    use it, and making it imports ~430 modules (key_value, beartype: ~100 ms of the first reset
+    with bytecode, ~280 ms without). So the store is not made here: while there is none there are
+    no rules, and the store fastmcp makes later is watched from the first call that sees it, after
+    one look at its keys for rules written before that (fastmcp's `MemoryStore`)."""
 
     def __init__(self, server: Any) -> None:
+        self._server = server
         # A store given by the user (shared, maybe written elsewhere) or made before the watch
         # may already hold rules: those servers look them up on every call, as call_tool does.
         self.possible = True
+        #: No store yet: the one fastmcp will make is not watched yet.
+        self.unwatched = False
         if server._FastMCP__state_store is None and server._state_storage is None:
-            store = server._state_store  # made now, empty, by fastmcp's own property
             self.possible = False
-            self._watch(store, "put")
-            self._watch(store, "delete")
+            self.unwatched = True
+
+    def store_appeared(self) -> bool:
+        """Whether the store fastmcp makes on its own exists now but is not watched yet."""
+        return self.unwatched and self._server._FastMCP__state_store is not None
+
+    async def watch_new_store(self) -> bool:
+        """Watch the store fastmcp made since; whether rules may exist in it."""
+        self.unwatched = False
+        server = self._server
+        store = server._FastMCP__state_store
+        self._watch(store, "put")
+        self._watch(store, "delete")
+        # Imported by fastmcp as it made the store (never at start: see above).
+        from key_value.aio.stores.memory.store import PAGE_LIMIT, MemoryStore
+
+        raw = server._state_storage
+        collection = getattr(store, "_default_collection", None)
+        if type(raw) is not MemoryStore or not collection:  # pragma: no cover (fastmcp's own)
+            self.possible = True
+            return True
+        keys = await raw.keys(collection=collection, limit=PAGE_LIMIT)
+        # A full page may leave keys out: then rules may be among them.
+        found = len(keys) >= PAGE_LIMIT or any(_RULES_KEY_SUFFIX in key for key in keys)
+        self.possible = self.possible or found  # a write during the look is seen by the watch
+        return self.possible
 
     def _watch(self, store: Any, method: str) -> None:
         original = getattr(store, method)
@@ -230,7 +262,12 @@ class FastToolCaller:
         async with Context(fastmcp=server):
             # Session rules are looked up in the state store (~40 µs); none can exist until
             # something writes them.
-            possible = self._rules is None or self._rules.possible
+            rules = self._rules
+            possible = (
+                rules is None
+                or rules.possible
+                or (rules.store_appeared() and await rules.watch_new_store())
+            )
             marked = await apply_session_transforms([tool]) if possible else [tool]
             if not marked or not is_enabled(marked[0]):
                 return None

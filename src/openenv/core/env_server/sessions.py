@@ -44,7 +44,7 @@ from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
 from .connections import close_websocket_soon, wait_closing
 from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
-from .interfaces import Environment, overrides
+from .interfaces import Environment, overrides, session_context_of
 from .metrics import ServerMetrics, make_tracer
 from .rewards import reset_rubric, score_step
 from .session_gc import SessionHeapFreezer
@@ -413,11 +413,12 @@ class SessionManager:
 
     @staticmethod
     async def _enter_session_context(session: Session) -> None:
-        """Enter the environment's `mcp_session` context, held until the session ends."""
-        enter = getattr(session.env, "mcp_session", None)
-        if callable(enter):
+        """Enter the environment's session context (OpenEnv's `mcp_session`), held until the
+        session ends."""
+        context = session_context_of(session.env)
+        if context is not None:
             session.exit_stack = contextlib.AsyncExitStack()
-            await session.exit_stack.enter_async_context(enter())
+            await session.exit_stack.enter_async_context(context)
 
     async def build_env(self) -> Environment:
         """Call the factory off the event loop; failures become FACTORY_ERROR."""
