@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -106,3 +106,32 @@ def test_config_arguments_win_over_environment(monkeypatch) -> None:
     monkeypatch.delenv("MAX_CONCURRENT_ENVS")
     with pytest.raises(TypeError):
         ServerConfig.from_env(unknown_option=1)
+
+
+class _Upper(Action):
+    """An action whose own `model_validate` rewrites its input first."""
+
+    word: str
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> _Upper:  # type: ignore[override]
+        return super().model_validate({**obj, "word": obj["word"].upper()}, **kwargs)
+
+
+class _Redacted(Observation):
+    """An observation whose own `model_dump` hides a field."""
+
+    secret: str = "s"
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        return {k: v for k, v in super().model_dump(**kwargs).items() if k != "secret"}
+
+
+def test_own_model_validate_and_model_dump_are_honoured() -> None:
+    """The server calls pydantic's validator and serializer directly only for classes that
+    keep pydantic's `model_validate` / `model_dump`."""
+    assert deserialize_action({"word": "hi"}, _Upper).word == "HI"
+    assert deserialize_action({"word": "hi"}, _Upper).word == "HI"  # (cached)
+    assert "secret" not in serialize_observation(_Redacted())["observation"]
+    with pytest.raises(ValueError):
+        deserialize_action({"word": "hi", "extra": 1}, _Upper)

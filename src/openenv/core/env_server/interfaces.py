@@ -56,9 +56,11 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     REQUIRES_SINGLE_THREAD_EXECUTOR: bool = False
     #: Set True only when reset/step/state are quick CPU work (well under a millisecond) that
     #: never waits on I/O: the server then calls them on its event loop instead of handing each
-    #: call to a worker thread. For a trivial step that saves about 10 µs of latency and a
-    #: sixth to a fifth of the server's CPU per step (`bench/README.md`). A slow method with
-    #: this flag stalls every session of the process, so the default is False.
+    #: call to a worker thread. For a trivial step that saves a little latency and, in
+    #: process, about a sixth of the CPU per step (not end to end at 64 sessions:
+    #: `bench/README.md`). A slow method with this flag stalls every session of the process
+    #: and cannot be given up at its deadline, so the default is False (docs/scaling.md says
+    #: what it gives up).
     RUNS_ON_EVENT_LOOP: bool = False
 
     transform: Transform[ObsT] | None = None

@@ -676,8 +676,11 @@ class SessionManager:
         ignores cancellation (False: it only awaits sync calls on the dispatcher, the fast path).
         """
         session.busy += 1
+        lock = session.lock
         try:
-            async with session.lock:
+            # acquire/release rather than `async with`: two coroutine calls less per call.
+            await lock.acquire()
+            try:
                 if session.closed or session.env is None:
                     raise self._closed_error(session)
                 if self.draining:
@@ -718,6 +721,8 @@ class SessionManager:
                 if counts_as_step:
                     session.step_count += 1
                 return result
+            finally:
+                lock.release()
         finally:
             session.busy -= 1
             session.touch()

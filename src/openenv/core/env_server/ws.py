@@ -29,6 +29,7 @@ from ..errors import (
     exception_message,
 )
 from ..protocol import (
+    BINARY_MAGIC,
     BINARY_SUBPROTOCOL,
     EXTENDED_SUBPROTOCOLS,
     RESUME_TOKEN_HEADER,
@@ -43,7 +44,6 @@ from ..protocol import (
     encode_frame,
     error_category,
     invalid_data,
-    is_binary_frame,
     pack_binary,
     session_id_from_scope,
 )
@@ -270,7 +270,7 @@ class WebSocketHandler:
                     return
             if reply is not None:
                 try:
-                    if is_binary_frame(reply):
+                    if reply.startswith(BINARY_MAGIC):  # (replies are bytes: no type check)
                         await send({"type": "websocket.send", "bytes": reply})
                     else:
                         await send({"type": "websocket.send", "text": reply.decode()})
