@@ -282,14 +282,56 @@ async def test_tools_with_auth_go_through_call_tool(direct_calls: list[str]) -> 
     assert direct_calls == []
 
 
+def _stand_in_tracer_provider() -> Any:
+    """Stands in for an OpenTelemetry SDK provider (not installed here): a provider that is
+    neither the proxy nor the no-op one, handing out no-op tracers."""
+    from opentelemetry import trace
+
+    class StandInProvider(trace.TracerProvider):
+        def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+            return trace.NoOpTracer()
+
+    return StandInProvider()
+
+
 async def test_an_installed_tracer_sends_calls_through_call_tool(
     direct_calls: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Stands in for an OpenTelemetry SDK provider: only its type is looked at.
-    monkeypatch.setattr(mcp_fast_call, "get_tracer_provider", lambda: object())
+    from opentelemetry import trace
+
     env = CasesEnvironment()
     assert (await env_outcome(env, "echo", {"message": "a"}))[1]["data"] == "a"
-    assert direct_calls == []
+    assert direct_calls == ["echo"]
+    # A provider set in code after the first call (restored afterwards: it is set-once).
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", _stand_in_tracer_provider())
+    assert (await env_outcome(env, "echo", {"message": "b"}))[1]["data"] == "b"
+    assert direct_calls == ["echo"]
+
+
+async def test_a_tracer_named_in_the_environment_later_sends_calls_through_call_tool(
+    direct_calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
+    from opentelemetry.util._once import Once
+
+    env = CasesEnvironment()
+    loaded: list[str] = []
+
+    def load(variable: str, kind: str) -> Any:  # OpenTelemetry's entry-point loader
+        loaded.append(variable)
+        return _stand_in_tracer_provider()
+
+    # The provider loaded from the variable is set globally once: restored afterwards.
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(trace, "_load_provider", load)
+    await env.call_tool_raw("echo", {"message": "a"})
+    assert direct_calls == ["echo"] and loaded == []
+    monkeypatch.setenv(OTEL_PYTHON_TRACER_PROVIDER, "stand_in")
+    assert (await env_outcome(env, "echo", {"message": "b"}))[1]["data"] == "b"
+    assert direct_calls == ["echo"]
+    assert loaded and loaded[0] == OTEL_PYTHON_TRACER_PROVIDER
 
 
 async def test_timeouts_still_apply_on_the_direct_path(direct_calls: list[str]) -> None:
