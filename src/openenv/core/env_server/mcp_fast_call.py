@@ -211,7 +211,13 @@ class _FunctionToolPlan:
             and tool.output_schema.get("x-fastmcp-wrap-result") is True
         ):
             template = tool.convert_result("")
-            if template == _text_result_of(template, ""):
+            built = _text_result_of(template, "")
+            if (
+                type(template) is ToolResult
+                and built == template
+                and built.model_fields_set == template.model_fields_set
+                and template.__pydantic_extra__ is None
+            ):
                 self.text_template = template
 
     @staticmethod
@@ -240,15 +246,28 @@ class _FunctionToolPlan:
 def _text_result_of(template: Any, text: str) -> Any:
     """`convert_result(text)` of a `-> str` tool with the wrapped schema (the common tool):
     fastmcp serialises the string twice and validates the result model (~10 µs); the result
-    is one text block and `{"result": text}`, built here from a template `convert_result`
-    made (~3 µs). A plain `str` only: its JSON form is itself, which is what fastmcp checks."""
-    return template.model_copy(
-        update={
+    is one text block and `{"result": text}`. Built here as `model_construct` builds a model
+    (the instance's four pydantic slots), with the template's fields-set and private values
+    (~1 µs; `model_copy` spends ~2 µs copying them). A plain `str` only: its JSON form is
+    itself, which is what fastmcp checks. The plan compares this with `convert_result` once."""
+    result = object.__new__(type(template))
+    _set_slot(
+        result,
+        "__dict__",
+        {
             "content": [TextContent(type="text", text=text)],
             "structured_content": {"result": text},
             "meta": {"fastmcp": {"wrap_result": True}},
-        }
+            "is_error": False,
+        },
     )
+    _set_slot(result, "__pydantic_fields_set__", set(template.__pydantic_fields_set__))
+    _set_slot(result, "__pydantic_extra__", None)
+    _set_slot(result, "__pydantic_private__", dict(template.__pydantic_private__))
+    return result
+
+
+_set_slot = object.__setattr__
 
 
 class FastToolCaller:
