@@ -282,14 +282,56 @@ async def test_tools_with_auth_go_through_call_tool(direct_calls: list[str]) -> 
     assert direct_calls == []
 
 
+def _stand_in_tracer_provider() -> Any:
+    """Stands in for an OpenTelemetry SDK provider (not installed here): a provider that is
+    neither the proxy nor the no-op one, handing out no-op tracers."""
+    from opentelemetry import trace
+
+    class StandInProvider(trace.TracerProvider):
+        def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+            return trace.NoOpTracer()
+
+    return StandInProvider()
+
+
 async def test_an_installed_tracer_sends_calls_through_call_tool(
     direct_calls: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Stands in for an OpenTelemetry SDK provider: only its type is looked at.
-    monkeypatch.setattr(mcp_fast_call, "get_tracer_provider", lambda: object())
+    from opentelemetry import trace
+
     env = CasesEnvironment()
     assert (await env_outcome(env, "echo", {"message": "a"}))[1]["data"] == "a"
-    assert direct_calls == []
+    assert direct_calls == ["echo"]
+    # A provider set in code after the first call (restored afterwards: it is set-once).
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", _stand_in_tracer_provider())
+    assert (await env_outcome(env, "echo", {"message": "b"}))[1]["data"] == "b"
+    assert direct_calls == ["echo"]
+
+
+async def test_a_tracer_named_in_the_environment_later_sends_calls_through_call_tool(
+    direct_calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry import trace
+    from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
+    from opentelemetry.util._once import Once
+
+    env = CasesEnvironment()
+    loaded: list[str] = []
+
+    def load(variable: str, kind: str) -> Any:  # OpenTelemetry's entry-point loader
+        loaded.append(variable)
+        return _stand_in_tracer_provider()
+
+    # The provider loaded from the variable is set globally once: restored afterwards.
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(trace, "_load_provider", load)
+    await env.call_tool_raw("echo", {"message": "a"})
+    assert direct_calls == ["echo"] and loaded == []
+    monkeypatch.setenv(OTEL_PYTHON_TRACER_PROVIDER, "stand_in")
+    assert (await env_outcome(env, "echo", {"message": "b"}))[1]["data"] == "b"
+    assert direct_calls == ["echo"]
+    assert loaded and loaded[0] == OTEL_PYTHON_TRACER_PROVIDER
 
 
 async def test_timeouts_still_apply_on_the_direct_path(direct_calls: list[str]) -> None:
@@ -430,3 +472,77 @@ async def test_rules_written_by_the_call_that_made_the_store_are_found() -> None
     hidden = await env_outcome(env, "echo", {"message": "a"})
     assert hidden[:2] == ("error", "tool_not_found")
     assert env.__dict__["_fast_caller"]._rules.possible is True
+
+
+# -- the text result of a `-> str` tool, built without `convert_result` ---------------------
+
+
+class Shout(str):
+    """A str subclass: its JSON form may differ from itself, so fastmcp converts it."""
+
+
+async def test_text_results_equal_what_convert_result_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fastmcp.tools.base import Tool
+
+    server = build_tools()
+
+    @server.tool
+    async def anything(value: str, kind: str) -> str:
+        return Shout(value) if kind == "subclass" else value  # type: ignore[return-value]
+
+    env = CasesEnvironment(server)
+    converted: list[Any] = []
+    original = Tool.convert_result
+
+    def spy(self: Any, raw: Any) -> Any:
+        converted.append(raw)
+        return original(self, raw)
+
+    await env.call_tool_raw("anything", {"value": "warm", "kind": "str"})  # the plan is made
+    tool = await server._local_provider.get_tool("anything")
+    monkeypatch.setattr(Tool, "convert_result", spy)
+    for text in ("hi", "", "ünïcödé ✓", "\ud800 lone surrogate", '{"json": "text"}', "x" * 10_000):
+        result = await env.call_tool_raw("anything", {"value": text, "kind": "str"})
+        expected = original(tool, text)
+        assert result == expected
+        assert type(result) is type(expected)
+        assert result.model_fields_set == expected.model_fields_set
+        assert result.__pydantic_private__ == expected.__pydantic_private__
+        assert result.content[0].model_fields_set == expected.content[0].model_fields_set
+        assert result.to_mcp_result() == expected.to_mcp_result()
+    assert converted == []  # all of them built from the template
+    # Anything but a plain str goes through fastmcp's conversion.
+    result = await env.call_tool_raw("anything", {"value": "sub", "kind": "subclass"})
+    assert converted and type(converted[-1]) is Shout
+    assert result.structured_content == {"result": "sub"}
+
+
+async def test_a_changed_output_schema_takes_convert_result_again() -> None:
+    env = CasesEnvironment()
+    assert (await env.call_tool_raw("echo", {"message": "a"})).structured_content == {"result": "a"}
+    tool = await env.mcp_server._local_provider.get_tool("echo")
+    tool.output_schema = None  # no structured content from now on
+    result = await env.call_tool_raw("echo", {"message": "b"})
+    assert result.structured_content is None
+    assert result.content[0].text == "b"
+
+
+def test_convert_result_still_makes_the_text_result_the_plan_copies() -> None:
+    """Fails when fastmcp changes how `convert_result` handles a value: `_text_result_of`
+    builds its result for a plain `str`; the plan also checks it on a template at start."""
+    from fastmcp.tools.base import Tool, ToolResult
+
+    convert = inspect.getsource(Tool.convert_result)
+    for needle in (
+        "content = _convert_to_content(raw_value)",
+        "structured = _serialize_to_jsonable(raw_value, self.return_type)",
+        "content = _convert_to_content(structured)",
+        'wrap_result = self.output_schema.get("x-fastmcp-wrap-result")',
+        'structured_content={"result": structured} if wrap_result else structured,',
+        'meta={"fastmcp": {"wrap_result": True}} if wrap_result else None,',
+    ):
+        assert needle in convert, needle
+    init = inspect.getsource(ToolResult.__init__)
+    assert "structured_content = _serialize_to_jsonable(structured_content)" in init

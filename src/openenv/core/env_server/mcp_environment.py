@@ -132,19 +132,23 @@ def _tool_data(result: Any) -> Any:
 def tool_call_result(result: Any) -> CallToolResult:
     """A fastmcp ToolResult (server side) as fastmcp's client-side `CallToolResult`, the type
     OpenEnv's in-process steps return."""
-    # Imported here, not with the server: fastmcp's client package (its auth helpers: key_value,
-    # beartype) is ~200 ms of CPU that /health need not wait for. A served session imports it
-    # anyway as it starts, for the in-process client it holds open (`mcp_session`, as OpenEnv
-    # does), so the first reset pays it (bench/README.md, "Server start").
-    from fastmcp.client.client import CallToolResult
-
-    return CallToolResult(
+    return _call_tool_result_type()(
         content=list(getattr(result, "content", None) or []),
         structured_content=getattr(result, "structured_content", None),
         meta=getattr(result, "meta", None),
         data=_tool_data(result),
         is_error=bool(getattr(result, "is_error", False)),
     )
+
+
+@functools.cache
+def _call_tool_result_type() -> type[CallToolResult]:
+    """Imported at the first tool call, not with the server: fastmcp's client package (its auth
+    helpers: key_value, beartype) is ~200 ms of CPU that /health need not wait for; looked up
+    once, not per call (an import statement is ~0.3 µs)."""
+    from fastmcp.client.client import CallToolResult
+
+    return CallToolResult
 
 
 def tool_result_payload(result: Any) -> dict[str, Any]:

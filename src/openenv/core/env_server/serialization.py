@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -74,12 +75,9 @@ def deserialize_action(data: dict[str, Any], action_cls: type[Action]) -> Action
     """Validate a wire action; MCP actions are recognised by their `type` discriminator."""
     action_type = data.get("type") if isinstance(data, dict) else None
     if action_type in _MCP_ACTION_TYPES:
-        from . import mcp_types
-
-        mcp_actions = tuple(getattr(mcp_types, name) for name in _MCP_ACTION_TYPES.values())
-        if action_cls is Action or issubclass(action_cls, mcp_actions):
-            target = getattr(mcp_types, _MCP_ACTION_TYPES[action_type])
-            return target.model_validate(data)
+        by_type = _mcp_action_classes()
+        if action_cls is Action or issubclass(action_cls, tuple(by_type.values())):
+            return validate_model(by_type[action_type], data)
     return validate_model(action_cls, data)
 
 
@@ -97,6 +95,15 @@ def validate_model(cls: type[BaseModel], data: Any) -> Any:
         if len(_VALIDATORS) < _VALIDATORS_KEPT:
             _VALIDATORS[cls] = validate
     return validate(data)
+
+
+@functools.cache
+def _mcp_action_classes() -> dict[str, type[Action]]:
+    """The MCP action models by wire type; imported at the first MCP action, not with this
+    module (mcp_types is not needed by plain environments)."""
+    from . import mcp_types
+
+    return {kind: getattr(mcp_types, name) for kind, name in _MCP_ACTION_TYPES.items()}
 
 
 def _parse_json_text(value: Any) -> Any:
