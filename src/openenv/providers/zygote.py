@@ -235,6 +235,9 @@ def _warm_environment(app: Any) -> None:
     threads = set(threading.enumerate())
     try:
         env = factory()
+        warm_imports = getattr(env, "warm_imports", None)
+        if callable(warm_imports):
+            warm_imports()
         close = getattr(env, "close", None)
         if callable(close):
             close()

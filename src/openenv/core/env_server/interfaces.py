@@ -116,6 +116,11 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     def close(self) -> None:
         """Release resources; the server calls it exactly once when the session ends."""
 
+    def warm_imports(self) -> None:
+        """Import what this environment's first reset or step would import. A fork server
+        (the local provider's zygote) calls it once before forking, so that each forked server
+        does not pay those imports at its first step. It must not change any state."""
+
     # -- helpers for environment authors -------------------------------------------------
 
     def _apply_transform(self, observation: ObsT) -> ObsT:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib
 import sys
 import uuid
 import weakref
@@ -553,6 +554,15 @@ class MCPEnvironment(Environment):
         except Exception as exc:
             return Observation(done=False, reward=0.0, metadata={"error": str(exc)})
         return Observation(done=False, reward=0.0, metadata={"result": assigned.get("result")})
+
+    def warm_imports(self) -> None:
+        """The first tool call imports fastmcp's result class (its client package) and, for
+        the tool-state store, key_value (~150 ms, mostly beartype): lazily, so that `/health`
+        need not wait for them, but a fork server should pay them once for all its children."""
+        _call_tool_result_type()
+        with contextlib.suppress(ImportError):  # fastmcp versions without a key_value store
+            importlib.import_module("key_value.aio.adapters.pydantic")
+            importlib.import_module("key_value.aio.stores.memory")
 
     def close(self) -> None:
         self.mcp_server = None  # type: ignore[assignment]
