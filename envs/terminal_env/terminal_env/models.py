@@ -13,11 +13,10 @@ class TerminalAction(Action):
     """One shell command, run by bash in the task's workspace; `submit=True` ends the episode
     and lets the task's verifier decide the reward (after running `command`, if any)."""
 
-    # Any task: look around, then hand in (the checker plays these from reset(seed=0)).
+    # Any task: look around, then hand in. The checker plays these twice from reset(seed=0)
+    # and compares the outputs, so none may print a time (`ls -la` shows mtimes).
     model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [{"command": "pwd"}, {"command": "ls -la"}, {"submit": True}]
-        }
+        json_schema_extra={"examples": [{"command": "pwd"}, {"command": "ls -A"}, {"submit": True}]}
     )
 
     command: str = Field(

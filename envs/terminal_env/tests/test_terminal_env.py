@@ -3,6 +3,7 @@ that the agent cannot forge, infrastructure failures that are never scored."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +40,19 @@ def env() -> Iterator[TerminalEnvironment]:
 def test_passes_the_environment_checker() -> None:
     report = check_env(TerminalEnvironment)
     assert report.ok, str(report)
+
+
+def test_the_declared_sample_actions_print_no_times(env: TerminalEnvironment) -> None:
+    """The checker replays the declared examples from reset(seed=0) and compares outputs: a
+    listing with mtimes differed whenever the two replays straddled a minute (CI saw it)."""
+    examples = TerminalAction.model_json_schema()["examples"]
+    outputs = []
+    for stamp in (0, 2_000_000_000):  # the workspace's files dated 1970, then 2033
+        env.reset(seed=0)
+        for path in [env._box.host_workspace, *env._box.host_workspace.rglob("*")]:
+            os.utime(path, (stamp, stamp), follow_symlinks=False)
+        outputs.append([env.step(TerminalAction(**example)).output for example in examples[:-1]])
+    assert outputs[0] == outputs[1] and all(outputs[0])
 
 
 async def test_an_episode_over_the_wire(server: str) -> None:
