@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -189,6 +191,33 @@ async def test_seeded_resets_are_deterministic(breakout_server: str) -> None:
         assert first == again
         other = await run(8)
         assert other[0] != first[0]
+
+
+async def test_quick_steps_run_on_the_loop_and_long_ones_on_a_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server awaits `step_async`: a step of a few frames runs right there, on the loop's
+    thread (a worker would only add a hand-over: the emulation holds the GIL anyway), a step
+    of many frames on a worker thread; both are the same step."""
+    threads: list[int] = []
+    real_step = AtariEnvironment.step
+
+    def step(self: AtariEnvironment, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(AtariEnvironment, "step", step)
+    for frameskip, on_loop in ((4, True), (AtariEnvironment.ON_LOOP_MAX_FRAMESKIP + 1, False)):
+        served, plain = (AtariEnvironment("pong", frame_format="bytes") for _ in range(2))
+        served.reset(seed=3, frameskip=frameskip)
+        plain.reset(seed=3, frameskip=frameskip)
+        for i in range(5):
+            action = AtariAction(action_id=i % 3)
+            got = await served.step_async(action)
+            assert (threads[-1] == threading.get_ident()) is on_loop
+            assert got == plain.step(action)
+        served.close()
+        plain.close()
 
 
 def test_seeded_reset_without_sticky_actions_skips_the_rom_reload() -> None:
