@@ -53,7 +53,26 @@ def test_cycles_of_closed_sessions_are_collected_once_most_are_gone() -> None:
     freezer.closed(1)
     assert freezer.thaws == 1
     assert alive() is None
-    assert freezer.frozen_at == 0  # below the minimum: nothing frozen until it is reached again
+    assert freezer.frozen_at == 1  # the one live session was frozen again with the rest
+
+
+def test_sessions_refrozen_below_the_minimum_are_collected_when_they_close() -> None:
+    """A thaw refreezes the sessions still live; when the count falls below the minimum they
+    must not stay frozen for good (the server may never reach the minimum again)."""
+    freezer = SessionHeapFreezer(min_sessions=4, enabled=True)
+    freezer.opened(16)
+    survivors = [Node() for _ in range(3)]  # sessions that outlive the first thaw
+    alive = [weakref.ref(node) for node in survivors]
+    freezer.closed(3)  # 3 * 4 < 16: thawed, collected, the 3 live ones frozen again
+    assert freezer.thaws == 1 and all(ref() is not None for ref in alive)
+    survivors.clear()  # ... and then they close too: their cycles are garbage
+    gc.collect()
+    assert all(ref() is not None for ref in alive)  # frozen: still waiting
+    freezer.closed(0)
+    assert freezer.thaws == 2 and freezer.frozen_at == 0
+    assert all(ref() is None for ref in alive)
+    freezer.closed(0)  # nothing frozen any more: no more thaws
+    assert freezer.thaws == 2
 
 
 def test_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:

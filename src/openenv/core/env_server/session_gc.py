@@ -11,6 +11,12 @@ freezes are few (log2 of the peak) and each one is O(1) (`gc.freeze` moves lists
 that become garbage are reclaimed by reference counting as before; only garbage *cycles* among
 them wait, until live sessions fall below a quarter of those frozen: then the heap is thawed,
 collected once and frozen again. Memory held that way is bounded by the peak session count.
+
+The refreeze also freezes the sessions still live (it cannot tell them from the start-up
+objects, which must stay frozen), so it counts them as frozen whatever their number: as they
+close, the same rule thaws again (at a quarter of them, and finally at none). A server that
+falls from thousands of sessions to a handful and stays there thus still collects the cycles
+of the sessions that close later, after at most log4(peak) thaws.
 """
 
 from __future__ import annotations
@@ -55,4 +61,6 @@ class SessionHeapFreezer:
         gc.collect()
         gc.freeze()
         self.thaws += 1
-        self.frozen_at = live if live >= self.min_sessions else 0
+        # The live sessions were frozen again: count them (below the minimum too), so that
+        # their cycles are collected once most of them have closed in turn.
+        self.frozen_at = live
