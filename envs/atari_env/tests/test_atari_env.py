@@ -11,10 +11,16 @@ import numpy as np
 import pytest
 from websockets.asyncio.client import connect
 
-from atari_env import AtariAction, AtariEnv, decode_frame
+from atari_env import AtariAction, AtariEnv, AtariObservation, decode_frame
 from atari_env.server.atari_environment import AtariEnvironment, downscale_frame
 from openenv.core.errors import InvalidActionError, InvalidRequestError
-from openenv.core.protocol import BINARY_MAGIC, BINARY_SUBPROTOCOL, SUBPROTOCOL, decode_reply
+from openenv.core.protocol import (
+    BINARY_MAGIC,
+    BINARY_SUBPROTOCOL,
+    RESUME_TOKEN_HEADER,
+    SUBPROTOCOL,
+    decode_reply,
+)
 from openenv.testing import check_env, running_server
 
 APP = "atari_env.server.app:app"
@@ -137,6 +143,34 @@ async def test_raw_binary_frame_on_the_wire(server: str) -> None:
         assert reply.id == 1 and len(reply.data["observation"]["frame_bytes"]) == 100_800
         await ws.send(json.dumps({"type": "step", "data": {"action_id": 0}, "id": 1}))
         assert await ws.recv() == raw  # a re-sent id: the stored reply, binary again
+
+
+async def test_a_binary_reply_resent_to_a_json_connection_comes_as_json(server: str) -> None:
+    """A reply kept from a binary connection, asked for again after a resume over a connection
+    that offers no binary frames, is re-encoded: a JSON text frame with the frame inline."""
+    url = server.replace("http://", "ws://") + "/ws"
+    async with connect(url, subprotocols=[BINARY_SUBPROTOCOL], compression=None) as first:
+        session = decode_reply(await first.recv()).data
+        await first.send(json.dumps({"type": "reset", "data": {"frame_format": "bytes"}}))
+        await first.recv()
+        await first.send(json.dumps({"type": "step", "data": {"action_id": 0}, "id": "s1"}))
+        raw = await first.recv()
+        assert isinstance(raw, bytes)
+        frame = decode_reply(raw).data["observation"]["frame_bytes"]
+        first.transport.abort()  # the connection is lost, the session waits to be resumed
+    resume = f"{url}?session_id={session['session_id']}"
+    headers = {RESUME_TOKEN_HEADER: session["resume_token"]}
+    async with connect(resume, additional_headers=headers, compression=None) as again:
+        assert decode_reply(await again.recv()).data["resumed"] is True
+        await again.send(json.dumps({"type": "step", "data": {"action_id": 0}, "id": "s1"}))
+        text = await again.recv()
+        assert isinstance(text, str)
+        reply = decode_reply(text)
+        assert reply.id == "s1"
+        observation = AtariObservation.model_validate(reply.data["observation"])
+        assert decode_frame(observation).tobytes() == frame
+        await again.send(json.dumps({"type": "state"}))
+        assert json.loads(await again.recv())["data"]["step_count"] == 1  # applied once
 
 
 async def test_pong_episode_pays_points(server: str) -> None:

@@ -473,15 +473,20 @@ class EncodedReply(NamedTuple):
     #: attachments of a binary frame (`encode_payload`), named by placeholders in `payload`
     blobs: tuple[bytes, ...] = ()
 
-    def frame(self, request_id: RequestId | None = None) -> bytes:
+    def frame(self, request_id: RequestId | None = None, binary: bool = True) -> bytes:
         """The WebSocket frame, byte for byte what `encode_frame` makes of the same reply
-        (a binary frame when there are attachments)."""
-        head = b'{"type":' + dumps(self.kind) + b',"data":' + self.payload
+        (a binary frame when there are attachments, unless the connection did not negotiate
+        binary frames: a reply kept from a binary connection, re-sent to a resumed one that
+        speaks JSON only, gets its attachments back inline)."""
+        payload = self.payload
+        if self.blobs and not binary:
+            payload = dumps(unpack_binary(pack_binary(payload, self.blobs)))
+        head = b'{"type":' + dumps(self.kind) + b',"data":' + payload
         if request_id is None:
             text = head + b"}"
         else:
             text = head + b',"id":' + dumps(request_id) + b"}"
-        return pack_binary(text, self.blobs) if self.blobs else text
+        return pack_binary(text, self.blobs) if self.blobs and binary else text
 
     def with_field(self, name: str, value: Any) -> bytes:
         """The payload with one more key at its end (as if added to the dict before encoding);

@@ -301,7 +301,7 @@ class WebSocketHandler:
                 reply = await self.manager.once(
                     session, rid, lambda: self._run_encoded(session, request, binary)
                 )
-                return reply.frame(rid), False
+                return reply.frame(rid, binary), False
             result = await self._run(session, request)
             return self._encode(request.kind, result, rid, binary), False
         except InvalidRequestError as exc:
