@@ -66,6 +66,8 @@ SERVER_SPECS: dict[str, tuple[str, dict[str, str]]] = {
         "apps.slow:app",
         {"SLOW_STEP_MS": str(SLOW_MS), "MAX_CONCURRENT_ENVS": "128", "OPENENV_RESUME_GRACE": "10"},
     ),
+    # Observations with bytes, for binary frames (a grace no loaded machine outlasts).
+    "frames": ("apps.frames:app", {"MAX_CONCURRENT_ENVS": "8", "OPENENV_RESUME_GRACE": "10"}),
     "broken_factory": ("apps.broken_factory:app", {"MAX_CONCURRENT_ENVS": "1"}),
     "broken_reset": ("apps.broken_reset:app", {"MAX_CONCURRENT_ENVS": "4"}),
     "echo": ("echo_env.server.app:app", {"MAX_CONCURRENT_ENVS": "8"}),
@@ -212,6 +214,11 @@ def reaper_marker(servers: Servers) -> Path:
 @pytest.fixture(scope="session")
 def slow_server(servers: Servers) -> RunningServer:
     return servers.get("slow")
+
+
+@pytest.fixture(scope="session")
+def frames_server(servers: Servers) -> RunningServer:
+    return servers.get("frames")
 
 
 @pytest.fixture(scope="session")

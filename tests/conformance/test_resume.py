@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,16 +12,19 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from openenv.core.protocol import decode_reply
 from tests.support.server import RunningServer
 
 from .conftest import RESUME_GRACE_S, closed_episodes
 from .helpers import (
+    TIMEOUT,
     assert_error,
     assert_observation_frame,
     expect_closed,
     poll,
     recv,
     request,
+    send,
     ws_connect,
 )
 
@@ -264,3 +269,58 @@ async def test_http_routes_cannot_act_on_a_websocket_session(
     for reply in (step, state, delete):
         assert reply.status_code == 404, reply.text
     assert (await request(conn, {"type": "state"}))["data"]["history"] == [2]
+
+
+BINARY_SUBPROTOCOL = "openenv.v1.bin"
+FRAME = bytes(range(16))  # what the frames env's step of size 16 puts in its observation
+
+
+async def test_a_reply_stored_as_a_binary_frame_is_json_for_a_json_only_resume(
+    frames_server: RunningServer,
+) -> None:
+    """The stored reply follows the connection that re-sends: a client that no longer offers
+    `openenv.v1.bin` could not read a binary frame."""
+    async with ws_connect(
+        frames_server.ws_url, subprotocols=[BINARY_SUBPROTOCOL, SUBPROTOCOL]
+    ) as conn:
+        assert conn.subprotocol == BINARY_SUBPROTOCOL
+        data = (await recv(conn))["data"]
+        await send(conn, {"type": "step", "id": "f1", "data": {"size": len(FRAME)}})
+        raw = await asyncio.wait_for(conn.recv(), TIMEOUT)
+        assert isinstance(raw, bytes) and raw.startswith(b"\x00OEB")  # attached, not text
+        assert decode_reply(raw).data["observation"]["frame"] == FRAME
+        drop(conn)
+    async with resume_connect(frames_server, data, subprotocols=[SUBPROTOCOL]) as again:
+        assert again.subprotocol == SUBPROTOCOL
+        assert (await recv(again))["data"]["resumed"] is True
+        await send(again, {"type": "step", "id": "f1", "data": {"size": len(FRAME)}})
+        text = await asyncio.wait_for(again.recv(), TIMEOUT)
+        assert isinstance(text, str), text  # a text frame: JSON, the bytes as base64
+        reply = json.loads(text)
+        assert reply["id"] == "f1"
+        assert reply["data"]["observation"]["frame"] == base64.b64encode(FRAME).decode()
+        assert (await request(again, {"type": "state"}))["data"]["step_count"] == 1
+        await again.send('{"type": "close"}')
+
+
+async def test_a_reply_stored_as_json_stays_json_for_a_binary_resume(
+    frames_server: RunningServer,
+) -> None:
+    """The other way round JSON is kept: a binary client reads text frames too (the bytes as
+    base64, which `WireBytes` reads), and its new replies come binary."""
+    conn, data = await open_resumable(frames_server)
+    await send(conn, {"type": "step", "id": "j1", "data": {"size": len(FRAME)}})
+    first = await asyncio.wait_for(conn.recv(), TIMEOUT)
+    assert isinstance(first, str)
+    drop(conn)
+    async with resume_connect(
+        frames_server, data, subprotocols=[BINARY_SUBPROTOCOL, SUBPROTOCOL]
+    ) as again:
+        assert (await recv(again))["data"]["resumed"] is True
+        await send(again, {"type": "step", "id": "j1", "data": {"size": len(FRAME)}})
+        assert await asyncio.wait_for(again.recv(), TIMEOUT) == first
+        await send(again, {"type": "step", "id": "j2", "data": {"size": len(FRAME)}})
+        raw = await asyncio.wait_for(again.recv(), TIMEOUT)
+        assert isinstance(raw, bytes) and decode_reply(raw).data["observation"]["frame"] == FRAME
+        assert (await request(again, {"type": "state"}))["data"]["step_count"] == 2
+        await again.send('{"type": "close"}')
