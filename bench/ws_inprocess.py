@@ -48,6 +48,13 @@ async def _session(app: Any, steps: int, answered: list[int], frame: str) -> Non
         if message["type"] == "websocket.accept":
             inbox.put_nowait({"type": "websocket.receive", "text": frame})
         elif message["type"] == "websocket.send":
+            if replies < 2:  # a wrong frame for this app would measure error replies
+                reply = json.loads(message.get("text") or "{}")
+                if reply.get("type") == "error":
+                    raise SystemExit(
+                        f"the app answered the step with an error: {reply.get('data')}; "
+                        "use --mcp for an MCP environment"
+                    )
             replies += 1
             answered[0] += 1
             if replies >= steps:

@@ -331,18 +331,20 @@ class BoundedWebSocketProtocol(WebSocketsSansIOProtocol):
 def abort_websocket(websocket: WebSocket) -> bool:
     """Drop `websocket`'s connection at once, if the server offers that; True if it did."""
     extension = websocket.scope.get("extensions", {}).get(ABORT_EXTENSION)
-    if not extension:
+    abort = extension.get("abort") if extension else None
+    if abort is None:
         return False
-    extension["abort"]()
+    abort()
     return True
 
 
 def stop_reading(websocket: WebSocket) -> bool:
     """Stop reading from `websocket`'s client, if the server offers that; True if it did."""
     extension = websocket.scope.get("extensions", {}).get(ABORT_EXTENSION)
-    if not extension:
+    stop = extension.get("stop_reading") if extension else None
+    if stop is None:
         return False
-    extension["stop_reading"]()
+    stop()
     return True
 
 
