@@ -44,6 +44,12 @@ async def stop_server(server: uvicorn.Server, task: Optional[asyncio.Task[Any]])
     if task is not None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(task, 10)
+    # A forced exit skips the app's lifespan shutdown: run it now that the connections are gone,
+    # or its coroutine stays suspended and is torn down when the loop closes (an unraisable
+    # "Event loop is closed" later, in whichever test collects it) and the sessions are leaked.
+    if server.started:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.lifespan.shutdown(), 10)
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,6 +226,12 @@ def _serve_in_thread(
         server.should_exit = True
         thread.join(STOP_TIMEOUT_S)
         if thread.is_alive():  # connections that would not close: stop waiting for them
+            warnings.warn(
+                f"the in-process server for {app} still had connections open after "
+                f"{STOP_TIMEOUT_S}s: forced to exit (its lifespan shutdown is skipped)",
+                ResourceWarning,
+                stacklevel=2,
+            )
             server.force_exit = True
             thread.join(STOP_TIMEOUT_S)
         sock.close()
