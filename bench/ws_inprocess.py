@@ -10,6 +10,8 @@ figures against the floor.
     python bench/ws_inprocess.py plain_env:app --sessions 64 --steps 100000 --repeat 3
     PYTHONPATH=/tmp/old/src python bench/ws_inprocess.py plain_env:app   # an older src/ tree
     python bench/ws_inprocess.py echo_env.server.app:app --mcp          # MCP tool-call steps
+    python bench/ws_inprocess.py atari_env.server.app:app --sessions 16 --steps 8000 \
+        --reset '{"seed": 0, "frame_format": "bytes"}' --frame '{"action_id": 0}' --binary
 """
 
 from __future__ import annotations
@@ -38,23 +40,47 @@ MCP_FRAME = json.dumps(
 _EXTENSIONS = {"openenv.transport.abort": {"frames_waiting": lambda: False}}
 
 
-async def _session(app: Any, steps: int, answered: list[int], frame: str) -> None:
+async def _session(
+    app: Any,
+    steps: int,
+    answered: list[int],
+    frame: str,
+    reset: str | None,
+    binary: bool,
+    reset_done: asyncio.Barrier,
+) -> None:
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     inbox.put_nowait({"type": "websocket.connect"})
     replies = 0
+    hello = binary  # offering the subprotocols, the server sends the session's frame first
+    resetting = reset is not None
+
+    def check(message: dict[str, Any], what: str) -> None:
+        if "text" not in message:
+            return  # a binary frame: an observation with attachments
+        reply = json.loads(message["text"])
+        if reply.get("type") == "error":  # a wrong frame for this app would measure errors
+            raise SystemExit(
+                f"the app answered the {what} with an error: {reply.get('data')}; "
+                "use --mcp for an MCP environment, --frame/--reset for others"
+            )
 
     async def send(message: dict[str, Any]) -> None:
-        nonlocal replies
+        nonlocal replies, hello, resetting
         if message["type"] == "websocket.accept":
-            inbox.put_nowait({"type": "websocket.receive", "text": frame})
+            inbox.put_nowait({"type": "websocket.receive", "text": reset or frame})
         elif message["type"] == "websocket.send":
-            if replies < 2:  # a wrong frame for this app would measure error replies
-                reply = json.loads(message.get("text") or "{}")
-                if reply.get("type") == "error":
-                    raise SystemExit(
-                        f"the app answered the step with an error: {reply.get('data')}; "
-                        "use --mcp for an MCP environment"
-                    )
+            if hello:
+                hello = False
+                return
+            if resetting:
+                check(message, "reset")
+                resetting = False
+                await reset_done.wait()  # the resets (a ROM load, say) are not measured
+                inbox.put_nowait({"type": "websocket.receive", "text": frame})
+                return
+            if replies < 2:
+                check(message, "step")
             replies += 1
             answered[0] += 1
             if replies >= steps:
@@ -71,7 +97,7 @@ async def _session(app: Any, steps: int, answered: list[int], frame: str) -> Non
         "root_path": "",
         "query_string": b"",
         "headers": [],
-        "subprotocols": [],
+        "subprotocols": ["openenv.v1.bin", "openenv.v1"] if binary else [],
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 2),
         "state": {},
@@ -86,13 +112,21 @@ def _switches() -> int:
     return usage.ru_nvcsw + usage.ru_nivcsw
 
 
-async def _run(app: Any, sessions: int, steps: int, frame: str) -> tuple[float, float]:
+async def _run(
+    app: Any, sessions: int, steps: int, frame: str, reset: str | None, binary: bool
+) -> tuple[float, float]:
     answered = [0]
+    reset_done = asyncio.Barrier(sessions + 1 if reset is not None else 1)
+    running = asyncio.gather(
+        *(
+            _session(app, steps // sessions, answered, frame, reset, binary, reset_done)
+            for _ in range(sessions)
+        )
+    )
+    await reset_done.wait()
     switches = _switches()
     started = time.process_time()  # every thread of the process: the worker threads too
-    await asyncio.gather(
-        *(_session(app, steps // sessions, answered, frame) for _ in range(sessions))
-    )
+    await running
     per_step = (time.process_time() - started) / answered[0]
     return per_step, (_switches() - switches) / answered[0]
 
@@ -104,6 +138,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000, help="steps per run, all sessions")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--mcp", action="store_true", help="send MCP tool-call steps (echo)")
+    parser.add_argument("--frame", help='the step\'s action as JSON (default: {"value": 1})')
+    parser.add_argument("--reset", help="reset first with these JSON options (not counted)")
+    parser.add_argument(
+        "--binary", action="store_true", help="offer openenv.v1.bin (binary attachments)"
+    )
     args = parser.parse_args()
     sys.path.insert(0, HERE)
     module, _, attr = args.app.partition(":")
@@ -122,7 +161,13 @@ def main() -> None:
         run = asyncio.run
     for _ in range(args.repeat):
         frame = MCP_FRAME if args.mcp else FRAME
-        per_step, switches = run(_run(app, args.sessions, args.steps, frame))
+        if args.frame:
+            frame = json.dumps({"type": "step", "data": json.loads(args.frame)})
+        reset = None
+        if args.reset is not None:
+            reset = json.dumps({"type": "reset", "data": json.loads(args.reset or "{}")})
+        run_ = _run(app, args.sessions, args.steps, frame, reset, args.binary)
+        per_step, switches = run(run_)
         print(
             f"{args.app}: {args.sessions} sessions, {per_step * 1e6:.1f} µs CPU per step, "
             f"{switches:.2f} context switches per step"
