@@ -194,3 +194,53 @@ async def test_mcp_tool_calls_have_the_step_deadline(tools_server: RunningServer
         assert reply["error"]["data"]["category"] == "infrastructure", reply
         quick = {**body, "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
         assert "result" in (await http.post("/mcp", json=quick)).json()
+
+
+@pytest.fixture(scope="module")
+def stubborn_server() -> Iterator[RunningServer]:
+    env = {"OPENENV_STEP_TIMEOUT": "1", "MAX_CONCURRENT_ENVS": "4"}
+    with serve("apps.stubborn:app", env=env, in_process=True) as running:
+        yield running
+
+
+def _stubborn_step(mode: str) -> dict[str, object]:
+    return {"type": "step", "data": {"mode": mode}}
+
+
+async def test_an_async_step_that_ignores_its_cancel_still_times_out(
+    stubborn_server: RunningServer,
+) -> None:
+    """Async steps run in the connection's own task (no task per step); one that swallows the
+    cancellation of its deadline is left behind: its client gets TIMEOUT all the same, its slot
+    is freed, and the step finishes on its own afterwards."""
+    async with ws_connect(stubborn_server.ws_url) as other:
+        assert_observation_frame(await request(other, {"type": "reset"}))
+        async with ws_connect(stubborn_server.ws_url) as ws:
+            assert_observation_frame(await request(ws, {"type": "reset"}))
+            data = assert_error(await request(ws, _stubborn_step("stubborn")), "TIMEOUT")
+            assert data["category"] == "infrastructure", data
+            assert_error(await request(ws, {"type": "state"}), "SESSION_EXPIRED")
+        await wait_capacity(stubborn_server.url, active_sessions=1)
+        # The other session was never held up, and the step left behind ran to its end.
+        for mode in ("quick", "wait"):
+            obs = assert_observation_frame(await request(other, _stubborn_step(mode)))
+            assert obs["observation"]["mode"] == mode
+        for _ in range(200):
+            obs = assert_observation_frame(await request(other, _stubborn_step("wait")))
+            if obs["observation"]["finished_after_cancel"] >= 1:
+                break
+            await asyncio.sleep(0.05)
+        assert obs["observation"]["finished_after_cancel"] >= 1, obs
+
+
+async def test_an_async_step_that_honours_its_cancel_times_out(
+    stubborn_server: RunningServer,
+) -> None:
+    async with ws_connect(stubborn_server.ws_url) as ws:
+        assert_observation_frame(await request(ws, {"type": "reset"}))
+        assert_observation_frame(await request(ws, _stubborn_step("quick")))
+        assert_error(await request(ws, _stubborn_step("honest")), "TIMEOUT", "infrastructure")
+    await wait_capacity(stubborn_server.url, active_sessions=0)
+    async with ws_connect(stubborn_server.ws_url) as ws:  # the server goes on serving
+        assert_observation_frame(await request(ws, {"type": "reset"}))
+        assert_observation_frame(await request(ws, _stubborn_step("wait")))
