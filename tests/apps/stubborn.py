@@ -58,9 +58,7 @@ class StubbornEnv(Environment[StubbornAction, StubbornObservation, State]):
             except asyncio.CancelledError:
                 await asyncio.sleep(0.2)  # goes on after its deadline
                 _finished_after_cancel += 1
-        return StubbornObservation(
-            mode=action.mode, finished_after_cancel=_finished_after_cancel
-        )
+        return StubbornObservation(mode=action.mode, finished_after_cancel=_finished_after_cancel)
 
     @property
     def state(self) -> State:

@@ -7,6 +7,7 @@ import asyncio
 import contextvars
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from openenv.core.env_server import inline_call
@@ -35,7 +36,7 @@ async def test_a_call_that_waits_runs_in_the_callers_task() -> None:
         seen.append(asyncio.current_task())
         with anyio.fail_after(60):  # a cancel scope spanning awaits stays in one task
             await asyncio.sleep(0)
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
         seen.append(asyncio.current_task())
         assert VAR.get() == "callee"
         return 7
