@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 from fastmcp import Context, FastMCP
+from fastmcp.dependencies import Shared
 from fastmcp.exceptions import ToolError
+from fastmcp.server.dependencies import get_context, get_server
 from fastmcp.server.middleware import Middleware
 from packaging.version import Version
 from pydantic import BaseModel
@@ -89,7 +91,28 @@ def build_tools(mask_error_details: bool = False) -> FastMCP:
             await ctx.disable_components(names={"echo"})
         return "hidden"
 
+    @mcp.tool
+    async def looks_context_up() -> str:
+        # No `Context` parameter: the body finds the context and the server all the same.
+        ctx = get_context()
+        count = (await ctx.get_state("looked_up") or 0) + 1
+        await ctx.set_state("looked_up", count)
+        return f"{ctx.fastmcp.name}/{get_server().name}/{count}"
+
+    @mcp.tool
+    async def with_shared(connection: dict = Shared(_open_connection)) -> str:
+        return "connected" if connection["number"] else "not connected"
+
     return mcp
+
+
+_connections_opened: list[int] = []
+
+
+async def _open_connection() -> dict[str, int]:
+    """A `Shared()` dependency: resolved in the `SharedContext` scope the call runs in."""
+    _connections_opened.append(len(_connections_opened) + 1)
+    return {"number": len(_connections_opened)}
 
 
 class CasesEnvironment(MCPEnvironment):
@@ -163,6 +186,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("fails", {"message": "m"}),
     ("tool_error", {}),
     ("hide_echo", {}),
+    ("looks_context_up", {}),
+    ("with_shared", {}),
     ("missing_tool", {}),
 ]
 
@@ -403,6 +428,43 @@ def test_call_tool_core_is_still_what_the_direct_path_reproduces() -> None:
         "is_enabled(tools[0]) and await _component_auth_allows(tools[0])",
     ):
         assert needle in get_tool, needle
+
+
+def test_context_entry_is_still_what_the_direct_path_reproduces() -> None:
+    """Fails when fastmcp changes what entering a `Context` sets up: `_ToolContext` sets the
+    same for tools that inject nothing, less the `SharedContext` scope."""
+    enter = inspect.getsource(Context.__aenter__)
+    leave = inspect.getsource(Context.__aexit__)
+    for needle in (
+        "parent = _current_context.get(None)",
+        "self._request_state = parent._request_state",
+        "token = _current_context.set(self)",
+        "self._server_token = _current_server.set(weakref.ref(self.fastmcp))",
+        "SharedContext.resolved.get()",
+        "self._shared_context = SharedContext()",
+    ):
+        assert needle in enter, needle
+    assert enter.count(".set(") == 2 and enter.count("await ") == 1
+    assert leave.count(".reset(") == 2 and leave.count("await ") == 1
+    assert "SharedContext" in inspect.getsource(mcp_fast_call._FunctionToolPlan)
+
+
+async def test_tools_that_inject_nothing_skip_only_the_shared_scope(
+    direct_calls: list[str],
+) -> None:
+    env = CasesEnvironment()
+    answers = [await env_outcome(env, "looks_context_up", {}) for _ in range(2)]
+    assert [a[1]["data"] for a in answers] == ["cases/cases/1", "cases/cases/2"]
+    plans = env.__dict__["_fast_caller"]._plans
+    assert plans["looks_context_up"].injects_nothing
+    # A tool with a dependency enters the whole `Context`: its `Shared()` value is resolved in
+    # a scope of the call's own, as `call_tool` resolves it outside a server's lifespan.
+    opened = len(_connections_opened)
+    for _ in range(2):
+        await env_outcome(env, "with_shared", {})
+    assert not plans["with_shared"].injects_nothing
+    assert len(_connections_opened) == opened + 2
+    assert direct_calls == ["looks_context_up"] * 2 + ["with_shared"] * 2
 
 
 def test_function_tool_run_is_still_what_the_direct_path_reproduces() -> None:
