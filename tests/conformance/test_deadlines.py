@@ -210,9 +210,9 @@ def _stubborn_step(mode: str) -> dict[str, object]:
 async def test_an_async_step_that_ignores_its_cancel_still_times_out(
     stubborn_server: RunningServer,
 ) -> None:
-    """Async steps run in the connection's own task (no task per step); one that swallows the
-    cancellation of its deadline is left behind: its client gets TIMEOUT all the same, its slot
-    is freed, and the step finishes on its own afterwards."""
+    """An async step that swallows the cancellation of its deadline is left behind in its own
+    task: its client gets TIMEOUT all the same, its slot is freed, other sessions are not held
+    up, and the step finishes on its own afterwards."""
     async with ws_connect(stubborn_server.ws_url) as other:
         assert_observation_frame(await request(other, {"type": "reset"}))
         async with ws_connect(stubborn_server.ws_url) as ws:

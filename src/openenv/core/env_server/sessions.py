@@ -23,7 +23,7 @@ import sys
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, Union
 
@@ -44,7 +44,6 @@ from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
 from .connections import close_websocket_soon, wait_closing
 from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
-from .inline_call import run_inline
 from .interfaces import Environment, overrides, session_context_of
 from .metrics import ServerMetrics, make_tracer
 from .rewards import reset_rubric, score_step
@@ -236,6 +235,7 @@ class Session:
         "resume_token",
         "step_count",
         "transport",
+        "waiter",
         "websocket",
     )
 
@@ -258,6 +258,8 @@ class Session:
         self.call_task: asyncio.Task[Any] | None = None
         self.pending: asyncio.Future[Any] | None = None
         self.call_timed_out: CallTimeoutError | None = None
+        #: What the caller of a detached (async) call awaits: set when it ends or expires.
+        self.waiter: asyncio.Future[None] | None = None
         #: (monotonic deadline, call kind, timeout) of the call running, read by the watchdog.
         self.deadline: tuple[float, str, float] | None = None
         self.exit_stack: contextlib.AsyncExitStack | None = None
@@ -659,19 +661,19 @@ class SessionManager:
     async def call(
         self,
         session: Session,
-        work: Callable[[], Coroutine[Any, Any, T]],
+        work: Callable[[], Awaitable[T]],
         *,
         counts_as_step: bool = False,
         kind: str = "call",
-        inline: bool = False,
+        detached: bool = True,
     ) -> T:
         """Run one call of a session, in order with its other calls, within its deadline.
 
         `counts_as_step`: the call is an agent's action (a step, a tool call); the session's
         step count, reported on resume, counts those that completed. `kind` (reset, step,
-        state, call) picks the deadline. `inline`: `work` only awaits sync calls on the
-        dispatcher, which the deadline abandons itself; otherwise it awaits async environment
-        code, which the deadline cancels and leaves behind should it ignore that (`run_inline`).
+        state, call) picks the deadline. `detached`: `work` awaits async environment code,
+        so it runs in a task of its own that the deadline can leave behind even if that code
+        ignores cancellation (False: it only awaits sync calls on the dispatcher, the fast path).
         """
         session.busy += 1
         lock = session.lock
@@ -697,23 +699,24 @@ class SessionManager:
                         self._start_watchdog()
                 self.running.add(session)
                 try:
-                    result = await (work() if inline else run_inline(work()))
+                    result = await (self._detached(session, work) if detached else work())
                 except (CallTimeoutError, asyncio.CancelledError) as exc:
                     timed_out = session.call_timed_out
                     if timed_out is None:
                         raise
-                    if isinstance(exc, asyncio.CancelledError):
+                    if isinstance(exc, asyncio.CancelledError) and not detached:
                         _uncancel(asyncio.current_task())  # our own cancel(), now a TIMEOUT
                     await self._end_hung(session, timed_out)
                     raise timed_out from None
                 finally:
                     self.running.discard(session)
-                    session.call_task = session.deadline = None
+                    session.call_task = session.waiter = session.deadline = None
                     if self._all_done is not None and not self.running:
                         self._all_done.set()
                 if session.call_timed_out is not None:
                     # The deadline passed just as the call returned: keep its result.
-                    _uncancel(asyncio.current_task())
+                    if not detached:
+                        _uncancel(asyncio.current_task())
                     session.call_timed_out = None
                 if counts_as_step:
                     session.step_count += 1
@@ -744,6 +747,26 @@ class SessionManager:
             fut.set_exception(error)
             return
         task.cancel()  # async code is cancelled at its await
+        waiter = session.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)  # ... and left behind, should it not stop
+
+    async def _detached(self, session: Session, work: Callable[[], Awaitable[T]]) -> T:
+        """Run `work` in a task of its own; the caller stops waiting at the deadline."""
+        loop = asyncio.get_running_loop()
+        inner: asyncio.Task[T] = loop.create_task(work())  # type: ignore[arg-type]
+        waiter: asyncio.Future[None] = loop.create_future()
+        inner.add_done_callback(functools.partial(_wake, waiter))
+        session.call_task, session.waiter = inner, waiter
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            inner.cancel()  # the caller went away (its connection ended)
+            raise
+        if not inner.done():
+            assert session.call_timed_out is not None
+            raise session.call_timed_out
+        return inner.result()
 
     def _start_watchdog(self) -> None:
         timeouts = [t for t in self._timeouts.values() if t is not None]
@@ -906,7 +929,7 @@ class SessionManager:
             and not self._is_async(env, "reset_async")
             and getattr(env, "rubric", None) is None
         )
-        call = self.call(session, work, kind="reset", inline=sync)
+        call = self.call(session, work, kind="reset", detached=not sync)
         if metrics is None and self.tracer is None:
             return await call
         return await self._observed("reset", session, call)
@@ -942,7 +965,7 @@ class SessionManager:
             and not self._is_async(env, "step_async")
             and getattr(env, "rubric", None) is None
         )
-        call = self.call(session, work, counts_as_step=True, kind="step", inline=sync)
+        call = self.call(session, work, counts_as_step=True, kind="step", detached=not sync)
         if self.tracer is not None:
             return await self._observed("step", session, call)
         if metrics is None:
@@ -984,7 +1007,7 @@ class SessionManager:
             except Exception as exc:
                 raise self._execution_error("state", exc) from exc
 
-        return await self.call(session, work, kind="state", inline=True)
+        return await self.call(session, work, kind="state", detached=False)
 
     @staticmethod
     def _check_observation(obs: Any, method: str) -> Observation:
@@ -1029,6 +1052,13 @@ class SessionManager:
                 await self._close_env(session)
             finally:
                 self.slots.release()
+
+
+def _wake(waiter: asyncio.Future[None], task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, also for a task left behind by its deadline
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _uncancel(task: asyncio.Task[Any] | None) -> None:
