@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
+
 from openenv.testing.soak import (
     CycleResult,
     ServerSample,
@@ -58,3 +61,47 @@ def test_heap_is_not_checked_when_the_app_does_not_serve_it() -> None:
     later = CycleResult(2, sample=ServerSample(100, 16, 22, 0))
     _check_growth(report, later, limits)
     assert later.problems == []
+
+
+async def _http_server(answers: list[bool]) -> tuple[asyncio.Server, str]:
+    """A real HTTP/1.1 server on loopback: for each connection in turn, `answers` says whether it
+    replies 200 or closes once the request is read (a keep-alive connection closed under the
+    client, as an idle timeout does)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        await reader.readexactly(length)
+        if answers.pop(0) if answers else False:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}"
+
+
+async def test_a_gate_release_on_a_closed_connection_is_sent_again() -> None:
+    server, url = await _http_server([False, True])
+    async with server:
+        cycle = _Cycle(url, SoakConfig(), 1, random.Random(0))
+        cycle.gates.add("g")
+        await cycle.release("g")
+        await cycle.http.aclose()
+    assert cycle.result.problems == []
+    assert cycle.gates == set()
+
+
+async def test_a_gate_release_that_keeps_failing_is_a_problem() -> None:
+    server, url = await _http_server([False, False, False])
+    async with server:
+        cycle = _Cycle(url, SoakConfig(), 1, random.Random(0))
+        await cycle.release("g")
+        await cycle.http.aclose()
+    assert len(cycle.result.problems) == 1
+    assert cycle.result.problems[0].startswith("release of a gate failed:")

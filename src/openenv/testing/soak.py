@@ -72,6 +72,10 @@ __all__ = [
 ]
 
 
+#: Tries of a gate release whose connection failed (see `release`).
+_RELEASE_ATTEMPTS = 3
+
+
 class SoakAction(Action):
     """`tag` is recorded in the state when the step is applied."""
 
@@ -449,12 +453,21 @@ class _Cycle:
     async def release(self, gate: str) -> None:
         """Open a gate through a stateless HTTP step (a fresh environment, no session)."""
         action = {"tag": "release", "release": gate}
-        try:
-            response = await self.http.post("/step", json={"action": action})
-            if response.status_code != 200:
-                self.result.problems.append(f"release of a gate: HTTP {response.status_code}")
-        except httpx.HTTPError as exc:
-            self.result.problems.append(f"release of a gate failed: {exc!r}")
+        for attempt in range(_RELEASE_ATTEMPTS):
+            try:
+                response = await self.http.post("/step", json={"action": action})
+            except httpx.TransportError as exc:
+                # A pooled keep-alive connection the server closed as it was reused (its idle
+                # timeout) fails the request with ReadError; opening a gate twice is harmless.
+                if attempt + 1 < _RELEASE_ATTEMPTS:
+                    continue
+                self.result.problems.append(f"release of a gate failed: {exc!r}")
+            except httpx.HTTPError as exc:
+                self.result.problems.append(f"release of a gate failed: {exc!r}")
+            else:
+                if response.status_code != 200:
+                    self.result.problems.append(f"release of a gate: HTTP {response.status_code}")
+            break
         self.gates.discard(gate)
 
     @staticmethod
