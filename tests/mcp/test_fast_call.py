@@ -446,7 +446,6 @@ def test_context_entry_is_still_what_the_direct_path_reproduces() -> None:
         assert needle in enter, needle
     assert enter.count(".set(") == 2 and enter.count("await ") == 1
     assert leave.count(".reset(") == 2 and leave.count("await ") == 1
-    assert "SharedContext" in inspect.getsource(mcp_fast_call._FunctionToolPlan)
 
 
 async def test_tools_that_inject_nothing_skip_only_the_shared_scope(
