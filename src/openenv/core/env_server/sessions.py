@@ -47,7 +47,7 @@ from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides, session_context_of
 from .metrics import ServerMetrics, make_tracer
 from .rewards import reset_rubric, score_step
-from .session_gc import SessionHeapFreezer
+from .session_gc import SessionHeapFreezer, young_generation
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
 
@@ -398,6 +398,7 @@ class SessionManager:
         if self.metrics is not None:
             self.metrics.session_opened(transport)
         self.heap_freezer.opened(len(self.sessions))
+        young_generation.update(self, len(self.sessions))
         return session
 
     async def _acquire_slot(self, timeout: float) -> None:
@@ -497,6 +498,7 @@ class SessionManager:
                         fut.cancel()
             self.slots.release()
             self.heap_freezer.closed(len(self.sessions))
+            young_generation.update(self, len(self.sessions))
 
     async def _close_env(self, session: Session) -> None:
         env, session.env = session.env, None
