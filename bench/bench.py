@@ -935,7 +935,8 @@ TARGETS: dict[str, Target] = {
             "mcp",
         ),
         # Before/after of issue 18 items 1-2, on today's code: every tool call through
-        # FastMCP.call_tool, and no session heap freezing (OPENENV_SESSION_GC_FREEZE=0).
+        # FastMCP.call_tool, no session heap freezing (OPENENV_SESSION_GC_FREEZE=0), and the
+        # collector's young threshold left as it is (OPENENV_SESSION_GC_YOUNG=0).
         Target(
             "ours-echo-calltool",
             "before: echo via FastMCP.call_tool",
@@ -955,6 +956,20 @@ TARGETS: dict[str, Target] = {
             "before: plain, no session freeze",
             "ours",
             "whatif_apps:plain_nofreeze",
+            "plain",
+        ),
+        Target(
+            "ours-echo-noyoung",
+            "before: echo, young generation as is",
+            "ours",
+            "whatif_apps:echo_noyoung",
+            "mcp",
+        ),
+        Target(
+            "ours-plain-noyoung",
+            "before: plain, young generation as is",
+            "ours",
+            "whatif_apps:plain_noyoung",
             "plain",
         ),
     )

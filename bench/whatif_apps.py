@@ -15,6 +15,8 @@ in `--only` (targets `ours-plain-onloop`, `ours-echo-direct`, `ours-echo-shared`
   before the direct call of `mcp_fast_call.py` (issue 18 item 1, before/after).
 - `echo_nofreeze`, `plain_nofreeze`: the servers without the session heap freezing of
   `session_gc.py` (`OPENENV_SESSION_GC_FREEZE=0`; issue 18 item 2, before/after).
+- `echo_noyoung`, `plain_noyoung`: the servers with CPython's young-generation threshold left
+  as it is instead of sized to the live sessions (`OPENENV_SESSION_GC_YOUNG=0`; item 2).
 """
 
 from __future__ import annotations
@@ -119,22 +121,26 @@ echo_direct = _echo_app(DirectEchoEnvironment)
 echo_calltool = _echo_app(CallToolEchoEnvironment)
 
 
-def _without_session_freeze(build: Any) -> Any:
-    os.environ["OPENENV_SESSION_GC_FREEZE"] = "0"  # read when the app's SessionManager is made
+def _switched_off(variable: str, build: Any) -> Any:
+    os.environ[variable] = "0"  # read when the app's SessionManager is made
     try:
         return build()
     finally:
-        del os.environ["OPENENV_SESSION_GC_FREEZE"]
+        del os.environ[variable]
 
 
-echo_nofreeze = _without_session_freeze(lambda: _echo_app(EchoEnvironment))
-plain_nofreeze = _without_session_freeze(
-    lambda: create_app(
+def _plain_app() -> Any:
+    return create_app(
         PlainEnvironment,
         PlainAction,
         PlainObservation,
         env_name="plain_env",
         max_concurrent_envs=MAX_ENVS,
     )
-)
+
+
+echo_nofreeze = _switched_off("OPENENV_SESSION_GC_FREEZE", lambda: _echo_app(EchoEnvironment))
+plain_nofreeze = _switched_off("OPENENV_SESSION_GC_FREEZE", _plain_app)
+echo_noyoung = _switched_off("OPENENV_SESSION_GC_YOUNG", lambda: _echo_app(EchoEnvironment))
+plain_noyoung = _switched_off("OPENENV_SESSION_GC_YOUNG", _plain_app)
 echo_shared = _echo_app(SharedEchoEnvironment)

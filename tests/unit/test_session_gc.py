@@ -1,5 +1,6 @@
 """`SessionHeapFreezer`: when it freezes the heap, and that cycles left by closed sessions are
-collected once most frozen sessions are gone (real `gc`, real objects)."""
+collected once most frozen sessions are gone; `YoungGeneration`: the young threshold follows the
+live sessions of every manager (real `gc`, real objects, a real `SessionManager`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv.core.env_server.session_gc import SessionHeapFreezer
+from openenv.core.env_server import ServerConfig, session_gc
+from openenv.core.env_server.session_gc import (
+    YOUNG_MAX,
+    YOUNG_PER_SESSION,
+    SessionHeapFreezer,
+    YoungGeneration,
+)
+from openenv.core.env_server.sessions import SessionManager
+
+from .test_sessions import Recorder
 
 
 class Node:
@@ -83,3 +93,91 @@ def test_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     freezer.closed(0)
     assert not freezer.enabled
     assert (freezer.freezes, freezer.thaws, gc.get_freeze_count()) == (0, 0, frozen_before)
+
+
+@pytest.fixture
+def threshold() -> Iterator[tuple[int, int, int]]:
+    """The collector's thresholds as found (700 unless the process changed them), restored."""
+    before = gc.get_threshold()
+    yield before
+    gc.set_threshold(*before)
+
+
+class Owner:
+    """Stands for a session manager: only its identity (and weak reference) is used."""
+
+
+def test_young_threshold_follows_the_live_sessions_of_every_owner(
+    threshold: tuple[int, int, int],
+) -> None:
+    floor, *older = threshold
+    young = YoungGeneration()
+    first, second = Owner(), Owner()
+    young.update(first, 1)
+    assert gc.get_threshold() == threshold  # one session: the process's own threshold
+    many = floor // YOUNG_PER_SESSION + 100
+    young.update(first, many)
+    assert gc.get_threshold() == (YOUNG_PER_SESSION * many, *older)
+    young.update(second, 50)  # the threshold is process-wide: both managers' sessions count
+    assert gc.get_threshold()[0] == YOUNG_PER_SESSION * (many + 50)
+    young.update(first, 10**6)
+    assert gc.get_threshold()[0] == YOUNG_MAX  # capped: a young pass stays short
+    young.update(first, 0)
+    young.update(second, 0)
+    assert gc.get_threshold() == threshold  # all closed: back to the process's own
+    del second
+    young.update(first, many)  # a manager that is gone no longer counts
+    assert gc.get_threshold()[0] == YOUNG_PER_SESSION * many
+
+
+def test_a_threshold_set_by_someone_else_is_the_new_floor(threshold: tuple[int, int, int]) -> None:
+    young = YoungGeneration()
+    owner = Owner()
+    young.update(owner, 100)
+    assert gc.get_threshold()[0] == YOUNG_PER_SESSION * 100
+    gc.set_threshold(50_000, 20, 30)  # the application tunes the collector itself
+    young.update(owner, 101)
+    assert gc.get_threshold() == (50_000, 20, 30)  # above what 101 sessions need: kept
+    young.update(owner, 2_000)
+    assert gc.get_threshold() == (YOUNG_PER_SESSION * 2_000, 20, 30)
+    young.update(owner, 0)
+    assert gc.get_threshold() == (50_000, 20, 30)
+
+
+def test_automatic_collection_turned_off_stays_off(threshold: tuple[int, int, int]) -> None:
+    gc.set_threshold(0)
+    young = YoungGeneration()
+    young.update(Owner(), 1_000)
+    assert gc.get_threshold()[0] == 0
+
+
+async def test_young_generation_can_be_turned_off(
+    monkeypatch: pytest.MonkeyPatch, threshold: tuple[int, int, int]
+) -> None:
+    monkeypatch.setenv("OPENENV_SESSION_GC_YOUNG", "0")
+    monkeypatch.setattr(session_gc, "YOUNG_PER_SESSION", threshold[0])
+    manager = SessionManager(Recorder, ServerConfig(max_concurrent_envs=4, session_timeout=None))
+    assert manager.young_generation is None
+    for _ in range(3):
+        await manager.create("http")
+    assert gc.get_threshold() == threshold
+    await manager.shutdown()
+
+
+async def test_a_session_manager_sizes_the_young_generation_as_sessions_open_and_close(
+    monkeypatch: pytest.MonkeyPatch, threshold: tuple[int, int, int]
+) -> None:
+    monkeypatch.setattr(session_gc, "young_generation", YoungGeneration())
+    per_session = threshold[0]  # so that two sessions need twice the process's threshold
+    monkeypatch.setattr(session_gc, "YOUNG_PER_SESSION", per_session)
+    manager = SessionManager(Recorder, ServerConfig(max_concurrent_envs=4, session_timeout=None))
+    first = await manager.create("ws")
+    assert gc.get_threshold()[0] == threshold[0]
+    second = await manager.create("http")
+    assert gc.get_threshold()[0] == 2 * per_session
+    await manager.destroy(first)
+    await manager.destroy(first)  # ended once: counted once
+    assert gc.get_threshold()[0] == threshold[0]
+    await manager.destroy(second)
+    await manager.shutdown()
+    assert gc.get_threshold() == threshold

@@ -283,30 +283,52 @@ _set_slot = object.__setattr__
 class FastToolCaller:
     """Per environment: the tools resolved for the direct call, dropped when the server changes.
 
-    The server's configuration is compared by identity on every call (a tuple of its middleware,
-    providers, transforms and registered components), so adding, removing or replacing a tool,
-    a middleware, a transform (`enable`/`disable`) or an extension is seen at the next call.
+    The server's configuration is compared item by item on every call (its middleware,
+    providers, transforms, extensions and registered components), so adding, removing or
+    replacing a tool, a middleware, a transform (`enable`/`disable`) or an extension is seen at
+    the next call.
     """
 
     def __init__(self, server: FastMCP) -> None:
         self.server = server
         self._supported = fast_path_supported(server)
-        self._fingerprint: tuple[Any, ...] | None = None
+        #: Copies of the server's configuration containers when the tools were resolved.
+        self._config: tuple[Any, ...] | None = None
         self._eligible = False
         self._tools: dict[str, Any] = {}
         self._plans: dict[str, _FunctionToolPlan | None] = {}
         self._rules = _rules_watch(server) if self._supported else None
 
-    def _current_fingerprint(self) -> tuple[Any, ...]:
+    def _config_snapshot(self) -> tuple[Any, ...]:
         server: Any = self.server
         local = server._local_provider
         return (
-            tuple(server.middleware),
-            tuple(server.providers),
-            tuple(server._transforms),
-            tuple(server._extensions),
-            tuple(local._transforms),
-            tuple(local._components.values()),
+            list(server.middleware),
+            list(server.providers),
+            list(server._transforms),
+            dict(server._extensions),
+            list(local._transforms),
+            dict(local._components),
+        )
+
+    def _config_unchanged(self) -> bool:
+        """The server's containers against the snapshot, item by item (identity first, as
+        `==` on lists and dicts compares them), without building anything: with a server per
+        session this runs on cold memory at every call, and allocating there feeds the
+        collector too."""
+        config = self._config
+        if config is None:
+            return False
+        server: Any = self.server
+        local = server._local_provider
+        middleware, providers, transforms, extensions, local_transforms, components = config
+        return (
+            server.middleware == middleware
+            and server.providers == providers
+            and server._transforms == transforms
+            and server._extensions == extensions
+            and local._transforms == local_transforms
+            and local._components == components
         )
 
     def _server_eligible(self) -> bool:
@@ -324,9 +346,8 @@ class FastToolCaller:
         """The tool to call directly, or None when this call must go through `call_tool`."""
         if not self._supported or _tracing_installed():
             return None
-        fingerprint = self._current_fingerprint()
-        if fingerprint != self._fingerprint:
-            self._fingerprint = fingerprint
+        if not self._config_unchanged():
+            self._config = self._config_snapshot()
             self._eligible = self._server_eligible()
             self._tools.clear()
             self._plans.clear()

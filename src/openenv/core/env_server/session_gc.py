@@ -89,30 +89,25 @@ class YoungGeneration:
     """Keeps `gc`'s young threshold at `YOUNG_PER_SESSION` x the live sessions of every session
     manager in the process (the threshold is process-wide), never below the threshold the process
     had before (or set since: a change made by someone else becomes the new floor) and never
-    touching a threshold of 0 (automatic collection off). `OPENENV_SESSION_GC_YOUNG=0` turns
-    it off."""
+    touching a threshold of 0 (automatic collection off)."""
 
-    def __init__(self, enabled: bool | None = None) -> None:
-        if enabled is None:
-            enabled = os.environ.get("OPENENV_SESSION_GC_YOUNG", "1") not in ("0", "false", "")
-        self.enabled = enabled
+    def __init__(self) -> None:
         self._live: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
         #: The threshold the process had before this class changed it, or set since.
         self.floor: int | None = None
-        #: The threshold last set here (None: none set, or the process's own restored).
+        #: The threshold last set (or found and kept) here.
         self._applied: int | None = None
 
     def update(self, owner: object, live: int) -> None:
         """`owner` (a session manager) now has `live` sessions: resize the young generation."""
-        if not self.enabled:
-            return
         self._live[owner] = live
         young, *older = gc.get_threshold()
-        if self._applied is None or young != self._applied:
-            self.floor = young  # first use, or changed by someone else since
-        if self.floor == 0:
+        floor = self.floor
+        if floor is None or young != self._applied:
+            floor = self.floor = young  # first use, or changed by someone else since
+        if floor == 0:
             return  # automatic collection is off: not ours to turn back on
-        wanted = max(self.floor, min(YOUNG_PER_SESSION * sum(self._live.values()), YOUNG_MAX))
+        wanted = max(floor, min(YOUNG_PER_SESSION * sum(self._live.values()), YOUNG_MAX))
         if wanted != young:
             gc.set_threshold(wanted, *older)
         self._applied = wanted
@@ -120,3 +115,11 @@ class YoungGeneration:
 
 #: The process's one instance: the threshold it sets is shared by every server in the process.
 young_generation = YoungGeneration()
+
+
+def sized_young_generation() -> YoungGeneration | None:
+    """The instance a new session manager reports to; None when `OPENENV_SESSION_GC_YOUNG=0`
+    (read when the manager is made)."""
+    if os.environ.get("OPENENV_SESSION_GC_YOUNG", "1") in ("0", "false", ""):
+        return None
+    return young_generation

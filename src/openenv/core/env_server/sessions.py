@@ -47,7 +47,7 @@ from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides, session_context_of
 from .metrics import ServerMetrics, make_tracer
 from .rewards import reset_rubric, score_step
-from .session_gc import SessionHeapFreezer, young_generation
+from .session_gc import SessionHeapFreezer, sized_young_generation
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
 from .workers import worker_prefix
 
@@ -317,6 +317,8 @@ class SessionManager:
         self.factory_name = factory_name(factory)
         #: Keeps live sessions' objects out of full garbage collections (session_gc.py).
         self.heap_freezer = SessionHeapFreezer()
+        #: Sizes the collector's young generation to the live sessions (session_gc.py).
+        self.young_generation = sized_young_generation()
         self.env_class = factory_class(factory)
         self.config = config
         safe = getattr(self.env_class, "SUPPORTS_CONCURRENT_SESSIONS", None)
@@ -398,7 +400,8 @@ class SessionManager:
         if self.metrics is not None:
             self.metrics.session_opened(transport)
         self.heap_freezer.opened(len(self.sessions))
-        young_generation.update(self, len(self.sessions))
+        if self.young_generation is not None:
+            self.young_generation.update(self, len(self.sessions))
         return session
 
     async def _acquire_slot(self, timeout: float) -> None:
@@ -498,7 +501,8 @@ class SessionManager:
                         fut.cancel()
             self.slots.release()
             self.heap_freezer.closed(len(self.sessions))
-            young_generation.update(self, len(self.sessions))
+            if self.young_generation is not None:
+                self.young_generation.update(self, len(self.sessions))
 
     async def _close_env(self, session: Session) -> None:
         env, session.env = session.env, None
