@@ -1296,11 +1296,13 @@ def _load_cells(r: dict[str, Any] | None) -> list[str]:
 
 
 def _gc_cell(gc_stats: dict[str, Any] | None) -> str:
-    """Full (gen2) collections during the run: how many, their total and longest pause."""
+    """Full (gen2) collections during the run: how many, their total and longest pause; then
+    the milliseconds of every generation's collections (young ones can cost more in all)."""
     if not gc_stats:
         return "-"
     full = gc_stats["2"]
-    return f"{full['count']} / {full['ms']:,.0f} / {full['max_ms']:,.0f}"
+    every = sum(stats["ms"] for stats in gc_stats.values())
+    return f"{full['count']} / {full['ms']:,.0f} / {full['max_ms']:,.0f}; all {every:,.0f} ms"
 
 
 LOAD_COLUMNS = (
@@ -1310,7 +1312,7 @@ LOAD_COLUMNS = (
     "srv CPU µs/step",
     "srv CPU %",
     "client CPU %",
-    "full GCs n / ms / max ms",
+    "full GCs n / ms / max ms; all gens ms",
     "notes",
 )
 

@@ -272,7 +272,7 @@ def item2(results: dict[str, Any], plan: Plan) -> list[Row]:
         for n in (low, high):
             rows.append(
                 Row(
-                    f"{env}: full GCs at {n:,} sessions (n / ms / longest ms)",
+                    f"{env}: full GCs at {n:,} sessions (n / ms / longest ms; all generations ms)",
                     _gc_full(results, f"ours-{env}", n),
                     _gc_full(results, f"openenv-{env}", n),
                     _gc_full(results, "floor", n) if env == "plain" else "-",
