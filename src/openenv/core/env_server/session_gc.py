@@ -26,7 +26,7 @@ a dozen per live session. With CPython's default threshold of 700, past ~50 sess
 alone triggers young collections that find nothing to free but promote everything they see: at
 1,024 echo sessions in process, 4,500 young, 400 middle and 37 full collections in 300,000 steps,
 8 of 33 s of CPU (plain env: 3.2 of 13.5 s). A threshold of `YOUNG_PER_SESSION` per live session
-(never below the process's own, at most `YOUNG_MAX`) keeps the swing inside one generation: 1 to
+(never below the process's own, at most `YOUNG_MAX`) keeps the swing inside one generation: 0 to
 11 young collections over the same steps. Pauses stay short (a young pass walks at most the
 threshold's objects: ~12 ms at 32,768) and memory held by young cycles stays bounded by it.
 """
