@@ -25,6 +25,7 @@ from openenv.testing.report import CheckReport
 from openenv.testing.validation import (
     check_structure,
     read_front_matter,
+    serve_folder,
     startup_error,
     validate_local_environment,
 )
@@ -207,6 +208,40 @@ def test_app_that_raises_on_import_is_a_failed_criterion(tmp_path: Path) -> None
     assert "app.py" in details
     assert "Traceback" not in out.stderr
     assert servers_of(folder) == []
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM and process groups are POSIX")
+def test_sigterm_as_the_server_is_spawned_still_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race behind a server left running: SIGTERM (an exit, in `openenv validate`) landing
+    while `Popen` is still returning, before the caller holds the process to stop."""
+    from openenv.cli.commands.validate import _sigterm_as_exit
+
+    folder = copy_env(tmp_path)
+    spawned: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    class SignalledPopen(real_popen):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            spawned.append(self)
+            signal.raise_signal(signal.SIGTERM)  # its handler runs before this returns
+
+    monkeypatch.setattr(subprocess, "Popen", SignalledPopen)
+    with _sigterm_as_exit(), pytest.raises(SystemExit) as exited:
+        with serve_folder(folder):
+            pytest.fail("the signal must end the block before the server is used")
+    monkeypatch.undo()
+    try:
+        assert exited.value.code == 143
+        assert len(spawned) == 1
+        assert spawned[0].poll() is not None  # stopped (and reaped), not left running
+    finally:
+        for process in spawned:  # a failure here must not leave the server behind either
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
 
 
 @needs_proc

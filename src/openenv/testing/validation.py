@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Optional
@@ -581,6 +582,30 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (which `openenv validate` turns into an exit) wait until the block
+    ends, then reach their own handlers: raised inside `Popen` they would leave its child
+    running with no `Popen` object to stop it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def defer(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    interrupts = [signal.SIGINT] + ([signal.SIGTERM] if os.name == "posix" else [])
+    previous = {sig: signal.signal(sig, defer) for sig in interrupts}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
 def serve_folder(root: Path | str, start_timeout_s: float = 60.0) -> Iterator[str]:
     """Serve an environment folder (`openenv serve`, in a child process) on a free loopback
     port and yield its URL; the server is stopped when the block ends, however it ends.
@@ -604,16 +629,18 @@ def serve_folder(root: Path | str, start_timeout_s: float = 60.0) -> Iterator[st
         else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
     )
     with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(
-            command,
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            **isolation,
-        )
+        process: subprocess.Popen[bytes] | None = None
         try:
+            with _interrupts_deferred():
+                process = subprocess.Popen(
+                    command,
+                    cwd=root,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    **isolation,
+                )
             try:
                 wait_healthy(url, process, start_timeout_s)
             except RuntimeError:  # it exited
@@ -629,7 +656,8 @@ def serve_folder(root: Path | str, start_timeout_s: float = 60.0) -> Iterator[st
                 ) from None
             yield url
         finally:
-            _stop(process)
+            if process is not None:
+                _stop(process)
 
 
 def validate_local_environment(
