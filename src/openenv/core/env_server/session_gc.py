@@ -40,6 +40,12 @@ import weakref
 
 logger = logging.getLogger("openenv.server")
 
+
+def _switched_on(variable: str) -> bool:
+    """The module's switches are on unless set to 0, false or nothing."""
+    return os.environ.get(variable, "1") not in ("0", "false", "")
+
+
 #: Live sessions at which the first freeze happens; below it full collections are cheap.
 DEFAULT_MIN_SESSIONS = 64
 
@@ -50,7 +56,7 @@ class SessionHeapFreezer:
 
     def __init__(self, min_sessions: int | None = None, enabled: bool | None = None) -> None:
         if enabled is None:
-            enabled = os.environ.get("OPENENV_SESSION_GC_FREEZE", "1") not in ("0", "false", "")
+            enabled = _switched_on("OPENENV_SESSION_GC_FREEZE")
         self.enabled = enabled
         self.min_sessions = min_sessions or DEFAULT_MIN_SESSIONS
         #: Live sessions at the last freeze (0: none frozen yet).
@@ -120,6 +126,4 @@ young_generation = YoungGeneration()
 def sized_young_generation() -> YoungGeneration | None:
     """The instance a new session manager reports to; None when `OPENENV_SESSION_GC_YOUNG=0`
     (read when the manager is made)."""
-    if os.environ.get("OPENENV_SESSION_GC_YOUNG", "1") in ("0", "false", ""):
-        return None
-    return young_generation
+    return young_generation if _switched_on("OPENENV_SESSION_GC_YOUNG") else None
