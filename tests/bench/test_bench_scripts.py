@@ -169,3 +169,25 @@ def test_perf_report_quick_run_writes_a_table_per_item(tmp_path: Path) -> None:
     # Each item states its target and a verdict (figures from a quick run are not checked).
     for key in ("item1", "item2", "item3", "memory", "item4", "item5"):
         assert any(row["met"] is not None for row in sections[key]["rows"]), key
+
+
+def test_perf_report_reads_the_claims_it_checks_from_the_readme(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import perf_report
+    finally:
+        sys.path.remove(str(BENCH))
+    claims = perf_report.readme_claims()
+    assert set(claims) == {"local", "sandbox", "client_import"}, claims
+    assert all(value[0].isdigit() for value in claims.values()), claims
+    # A README whose figures changed is read as it is now, not as a copy in the script.
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        '| `from_env("echo")` to the first step: local fork / bubblewrap sandbox (p50) '
+        "| 12 / 34 ms | |\n| `from echo_env import EchoEnv` (imports) | 0.25 s | |\n"
+    )
+    assert perf_report.readme_claims(readme) == {
+        "local": "12 ms",
+        "sandbox": "34 ms",
+        "client_import": "0.25 s",
+    }
