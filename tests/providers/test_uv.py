@@ -26,8 +26,9 @@ from openenv.providers import (
     ProviderUnavailableError,
     ResourceLimits,
     SpecError,
+    StartedEnv,
 )
-from openenv.providers.ownership import process_alive
+from openenv.providers.ownership import Owner, process_alive
 from openenv.providers.records import session_members
 from openenv.providers.uv import UVProvider, needs_openenv_source, split_git_target
 from tests.providers.leaks import (
@@ -280,6 +281,39 @@ def test_wall_time_stops_the_environment() -> None:
         assert tree(pid) == []
         assert run(provider.is_running(env)) is False
         assert "wall time over" in run(provider.log_tail(env))
+
+
+#: A process whose main thread exits on its own (the raw `exit` syscall, not `exit_group`)
+#: while another thread still runs: /proc shows it as a zombie that waitpid cannot reap yet,
+#: which is how a multi-threaded uv looks for a moment after the wall-time kill.
+_ZOMBIE_LEADER = """
+import ctypes, threading, time
+threading.Thread(target=time.sleep, args=(60,)).start()
+ctypes.CDLL(None).syscall(60, 0)
+"""
+
+
+def test_a_zombie_leader_waitpid_cannot_reap_yet_is_not_running() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _ZOMBIE_LEADER])
+    try:
+        deadline = time.monotonic() + 30
+        while process_alive(proc.pid, None) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not process_alive(proc.pid, None)
+        assert proc.poll() is None  # what `_alive` used to go by alone
+        provider = UVProvider()
+        env = StartedEnv(
+            id="uv-zombie",
+            provider="uv",
+            spec=EnvSpec(target=ECHO),
+            base_url="",
+            owner=Owner.current(),
+        )
+        provider._procs[env.id] = proc
+        assert run(provider.is_running(env)) is False
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 # -- OpenEnv's RuntimeProvider API ----------------------------------------------------------

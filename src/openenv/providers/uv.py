@@ -42,7 +42,7 @@ from .base import (
     StartedEnv,
     run_blocking,
 )
-from .ownership import LocalRecord, Owner, process_start_time
+from .ownership import LocalRecord, Owner, process_alive, process_start_time
 from .records import LocalRecordResources, delete_paths, load_record, remove_record
 from .spawn import set_parent_death_signal, spawn
 from .spec import EnvSpec, SpecError, resolve_app
@@ -609,7 +609,9 @@ class UVProvider(LocalRecordResources, Provider):
     async def _alive(self, env: StartedEnv) -> bool:
         proc = self._procs.get(env.id)
         if proc is not None:
-            return proc.poll() is None
+            # A multi-threaded uv whose main thread has exited is a zombie that waitpid cannot
+            # reap until its last thread is gone: `poll()` alone still calls it running.
+            return proc.poll() is None and process_alive(proc.pid, None)
         record = self._records.get(env.id) or load_record(env.id)
         return record is not None and record.running()
 
