@@ -154,6 +154,41 @@ def _minimal(paths: list[str]) -> list[str]:
     return sorted(kept)
 
 
+class BwrapMounts:
+    """The mount options of a bubblewrap command line, appended to `argv` in order.
+
+    bubblewrap creates a target's missing parent folders private (0700), so every parent is
+    first made as a readable folder; `made` remembers what exists inside the sandbox."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.made: set[str] = {"/"}
+
+    def bind(self, option: str, source: str, target: Optional[str] = None) -> None:
+        target = target or source
+        parent = os.path.dirname(target)
+        missing = []
+        while parent not in self.made:
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(missing):
+            self.argv.extend(["--perms", "0755", "--dir", folder])
+            self.made.add(folder)
+        self.argv.extend([option, source, target])
+        self.made.add(target)
+
+    def system(self) -> None:
+        """The host's programs and libraries read-only, and the /etc entries they need."""
+        self.bind("--ro-bind", "/usr")
+        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(top):
+                self.argv += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                self.bind("--ro-bind", top)
+        for name in _ETC:
+            self.bind("--ro-bind-try", f"/etc/{name}")
+
+
 def bound_paths(python: str, root: Optional[Path], extra_ro: tuple[str, ...]) -> list[str]:
     """What a sandbox binds read-only besides the system: imports, environment, extras."""
     sources = [*_python_paths(python, os.environ.get("PYTHONPATH", "")), *extra_ro]
@@ -239,34 +274,13 @@ class SandboxForkServer(ForkServer):
         # give each environment its namespaces; each environment drops all of them.
         argv += ["--new-session", "--cap-add", "ALL", "--hostname", "openenv"]
         argv += ["--info-fd", str(info_w)]
-        made: set[str] = {"/"}
-
-        def bind(option: str, path: str) -> None:
-            # bubblewrap makes missing parent folders private (0700): make them readable.
-            parent = os.path.dirname(path)
-            missing = []
-            while parent not in made:
-                missing.append(parent)
-                parent = os.path.dirname(parent)
-            for folder in reversed(missing):
-                argv.extend(["--perms", "0755", "--dir", folder])
-                made.add(folder)
-            argv.extend([option, path, path])
-            made.add(path)
-
-        bind("--ro-bind", "/usr")
-        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-            if os.path.islink(top):
-                argv += ["--symlink", os.readlink(top), top]
-            elif os.path.isdir(top):
-                bind("--ro-bind", top)
-        for name in _ETC:
-            bind("--ro-bind-try", f"/etc/{name}")
+        mounts = BwrapMounts(argv)
+        mounts.system()
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", WORKSPACE]
-        made.update(("/proc", "/dev", "/tmp", WORKSPACE))
+        mounts.made.update(("/proc", "/dev", "/tmp", WORKSPACE))
         for path in bound_paths(python, root, extra_ro):
-            bind("--ro-bind", path)
-        bind("--bind", str(shared))
+            mounts.bind("--ro-bind", path)
+        mounts.bind("--bind", str(shared))
         argv += ["--remount-ro", "/", "--chdir", cwd, "--"]
         # Locks bubblewrap's mounts before the fork server imports anything (see lock_down).
         argv += [python, "-m", "openenv.providers.isolation"]

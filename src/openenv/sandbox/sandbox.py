@@ -43,7 +43,13 @@ from pathlib import Path
 from typing import IO, Optional, Union
 
 from ..providers import cgroups
-from ..providers.sandbox import _ETC, SANDBOX_GID, SANDBOX_UID, _root_userns, bound_paths
+from ..providers.sandbox import (
+    SANDBOX_GID,
+    SANDBOX_UID,
+    BwrapMounts,
+    _root_userns,
+    bound_paths,
+)
 from ..providers.sandbox import _probe as _bubblewrap_problem
 from ..providers.spawn import spawn as on_spawner_thread
 from ..providers.spec import ResourceLimits
@@ -521,43 +527,22 @@ class Sandbox:
                 argv += ["--cap-add", cap]
         else:
             argv += ["--cap-drop", "ALL"]
-        made: set[str] = {"/"}
-
-        def bind(option: str, source: str, target: Optional[str] = None) -> None:
-            target = target or source
-            parent = os.path.dirname(target)
-            missing = []
-            while parent not in made:
-                missing.append(parent)
-                parent = os.path.dirname(parent)
-            for folder in reversed(missing):
-                argv.extend(["--perms", "0755", "--dir", folder])
-                made.add(folder)
-            argv.extend([option, source, target])
-            made.add(target)
-
-        bind("--ro-bind", "/usr")
-        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-            if os.path.islink(top):
-                argv += ["--symlink", os.readlink(top), top]
-            elif os.path.isdir(top):
-                bind("--ro-bind", top)
-        for name in _ETC:
-            bind("--ro-bind-try", f"/etc/{name}")
+        mounts = BwrapMounts(argv)
+        mounts.system()
         # A private /tmp anyone may write to (the command may run as nobody).
         argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
-        made.update(("/proc", "/dev", "/tmp"))
+        mounts.made.update(("/proc", "/dev", "/tmp"))
         for path in bound_paths(sys.executable, None, self._ro_binds):
             if path != str(self.host_workspace):
-                bind("--ro-bind", path)
-        bind("--bind", str(self.host_workspace), WORKSPACE)
+                mounts.bind("--ro-bind", path)
+        mounts.bind("--bind", str(self.host_workspace), WORKSPACE)
         for hidden in self._hidden:
             if os.path.isdir(hidden):
                 argv += ["--tmpfs", hidden, "--remount-ro", hidden]
             elif os.path.isfile(hidden):
                 argv += ["--ro-bind", "/dev/null", hidden]
         for path in binds:
-            bind("--bind", path)
+            mounts.bind("--bind", path)
         argv += ["--remount-ro", "/", "--chdir", workdir, "--"]
         return argv
 
