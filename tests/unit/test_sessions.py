@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Optional
 
 import pytest
@@ -105,11 +106,15 @@ async def test_destroy_frees_the_slot_exactly_once_and_closes_the_env() -> None:
 
 
 async def test_reaper_closes_idle_sessions_only() -> None:
-    manager = SessionManager(Recorder, ServerConfig(max_concurrent_envs=4, session_timeout=0.2))
+    # A 2 s timeout (the reaper wakes every 0.5 s) and an idle session already 10 s idle: only a
+    # stall of over 2 s between two touches could make the busy session look idle.
+    manager = SessionManager(Recorder, ServerConfig(max_concurrent_envs=4, session_timeout=2.0))
     idle = await manager.create("http")
     busy = await manager.create("http")
-    for _ in range(8):  # the background reaper runs every 50 ms here
-        await asyncio.sleep(0.05)
+    idle.last_activity -= 10
+    deadline = time.monotonic() + 30
+    while not idle.closed and time.monotonic() < deadline:  # the background reaper closes it
+        await asyncio.sleep(0.02)
         busy.touch()
     assert idle.closed and not busy.closed
     assert idle.closed_reason and "idle" in idle.closed_reason
