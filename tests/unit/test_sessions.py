@@ -20,7 +20,9 @@ class Tick(Action):
 
 class Recorder(Environment[Tick, Observation, State]):
     SUPPORTS_CONCURRENT_SESSIONS = True
-    closed: list[int] = []
+    # The instances themselves, not their id(): a collected env's id is reused by a later one,
+    # so an id list would count another test's env as this one.
+    closed: list[Recorder] = []
 
     def __init__(self) -> None:
         super().__init__()
@@ -39,7 +41,7 @@ class Recorder(Environment[Tick, Observation, State]):
         return self._state
 
     def close(self) -> None:
-        Recorder.closed.append(id(self))
+        Recorder.closed.append(self)
 
 
 class Unsafe(Recorder):
@@ -97,11 +99,11 @@ async def test_cancelled_waiter_does_not_leak_a_slot() -> None:
 async def test_destroy_frees_the_slot_exactly_once_and_closes_the_env() -> None:
     manager = SessionManager(Recorder, ServerConfig(max_concurrent_envs=2, session_timeout=None))
     session = await manager.create("http")
-    env_id = id(session.env)
+    env = session.env
     await manager.destroy(session)
     await manager.destroy(session)
     assert manager.slots.used == 0
-    assert Recorder.closed.count(env_id) == 1
+    assert sum(closed is env for closed in Recorder.closed) == 1
     await manager.shutdown()
 
 
@@ -227,8 +229,8 @@ async def test_a_hung_factory_times_out_frees_its_slot_and_its_late_env_is_close
     assert manager.slots.used == 0
     release.set()  # the factory returns after all: the abandoned thread closes what it built
     for _ in range(3000):
-        if built and id(built[0]) in Recorder.closed:
+        if built and any(closed is built[0] for closed in Recorder.closed):
             break
         await asyncio.sleep(0.01)
-    assert built and id(built[0]) in Recorder.closed
+    assert built and any(closed is built[0] for closed in Recorder.closed)
     await manager.shutdown()
