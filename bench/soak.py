@@ -28,8 +28,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from openenv.testing.soak import KINDS, CycleResult, SoakLimits, SoakReport, run_soak  # noqa: E402
-from tests.soak.server import SOAK_SERVER_ENV, soak_config, soak_server  # noqa: E402
+from openenv.testing.soak import KINDS, CycleResult, SoakReport, run_soak  # noqa: E402
+from tests.soak.server import SOAK_SERVER_ENV, soak_config, soak_limits, soak_server  # noqa: E402
 
 
 def _table(report: SoakReport) -> Table:
@@ -102,7 +102,7 @@ def main() -> int:
     )
     if args.quick:
         config.hang_s, config.slow_pause_s = (0.5, 2.0), (0.5, 1.5)
-    limits = SoakLimits()
+    limits = soak_limits()
     console.print(
         f"soak: {args.cycles} cycles x {args.duration:g} s, {args.concurrency} sessions at once; "
         f"server settings {SOAK_SERVER_ENV}"
@@ -112,7 +112,8 @@ def main() -> int:
         f"bounds after each cycle, against cycle 1: Python heap + max({limits.heap_growth:.0%}, "
         f"{limits.heap_slack_blocks} blocks), RSS + max({limits.rss_growth:.0%}, "
         f"{limits.rss_slack_mb:g} MB), fds + {limits.fd_slack}, threads + "
-        f"{limits.thread_slack}; no session left open"
+        f"{limits.thread_slack} (or start + a full pool of {limits.pool_threads} + "
+        f"{limits.thread_slack}); no session left open"
     )
 
     def progress(cycle: CycleResult) -> None:

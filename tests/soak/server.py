@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from openenv.testing.soak import SoakConfig
+from openenv.testing.soak import SoakConfig, SoakLimits
 from tests.support.server import RunningServer, serve
 
 APP = "tests.apps.soak_env:app"
@@ -35,6 +35,11 @@ def soak_config(**overrides: object) -> SoakConfig:
     for name, value in overrides.items():
         setattr(config, name, value)
     return config
+
+
+def soak_limits() -> SoakLimits:
+    """The driver's bounds for a server run with SOAK_SERVER_ENV (its full worker pool)."""
+    return SoakLimits(pool_threads=int(SOAK_SERVER_ENV["OPENENV_MAX_THREADS"]))
 
 
 @contextlib.contextmanager

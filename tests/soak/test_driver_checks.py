@@ -54,6 +54,24 @@ def test_growth_after_the_first_cycle_is_bounded() -> None:
     assert "Python heap 110001 blocks" in beyond.problems[0]
 
 
+def test_threads_may_fill_the_servers_pool_after_a_short_first_cycle() -> None:
+    # A quick run's first cycle used 7 of the 16 pool threads; the second filled the pool. That
+    # is the pool's design (threads retire after idling), not a leak; beyond a full pool is.
+    limits = SoakLimits(thread_slack=2, pool_threads=16)
+    report = SoakReport(SoakConfig(), limits, ServerSample(60, 15, 6, 0))
+    report.cycles.append(CycleResult(1, sample=ServerSample(62, 16, 13, 0)))
+    filled = CycleResult(2, sample=ServerSample(63, 16, 24, 0))
+    _check_growth(report, filled, limits)
+    assert filled.problems == []
+    leaked = CycleResult(3, sample=ServerSample(63, 16, 25, 0))
+    _check_growth(report, leaked, limits)
+    assert leaked.problems == ["25 threads (cycle 1: 13; start 6 + a full pool of 16)"]
+    unbounded = SoakLimits(thread_slack=2)  # no pool given: cycle 1 is the baseline
+    later = CycleResult(2, sample=ServerSample(63, 16, 16, 0))
+    _check_growth(report, later, unbounded)
+    assert later.problems == ["16 threads (cycle 1: 13; start 6 + a full pool of 0)"]
+
+
 def test_heap_is_not_checked_when_the_app_does_not_serve_it() -> None:
     limits = SoakLimits()
     report = SoakReport(SoakConfig(), limits, ServerSample(90, 15, 6, 0))

@@ -14,8 +14,8 @@ import asyncio
 
 import pytest
 
-from openenv.testing.soak import SoakLimits, run_soak
-from tests.soak.server import soak_config, soak_server
+from openenv.testing.soak import run_soak
+from tests.soak.server import soak_config, soak_limits, soak_server
 
 MALFORMED_CODES = {"INVALID_JSON", "UNKNOWN_TYPE", "VALIDATION_ERROR", "MESSAGE_TOO_LARGE"}
 
@@ -26,7 +26,7 @@ def test_soak_and_chaos_cycles_leave_the_server_as_they_found_it() -> None:
     config = soak_config(concurrency=200, duration_s=40.0, cycles=3)
     with soak_server() as server:
         assert server.process is not None
-        report = asyncio.run(run_soak(server.url, server.process.pid, config, SoakLimits()))
+        report = asyncio.run(run_soak(server.url, server.process.pid, config, soak_limits()))
     summary = report.summary()
     print(summary)
     assert not report.problems(), summary
