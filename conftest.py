@@ -15,3 +15,6 @@ from tests.support.pycache import PYCACHE_ENV
 os.environ.update(PYCACHE_ENV)
 sys.dont_write_bytecode = False
 sys.pycache_prefix = PYCACHE_ENV["PYTHONPYCACHEPREFIX"]
+
+# The real model server (SmolLM2-135M-Instruct), one per test session: `real_model`.
+pytest_plugins = ["tests.support.real_model"]

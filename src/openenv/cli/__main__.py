@@ -10,7 +10,19 @@ import typer
 
 from openenv import __version__
 
-from .commands import build, collect, fork, init, list_envs, ps, push, serve, skills, validate
+from .commands import (
+    build,
+    collect,
+    fork,
+    init,
+    list_envs,
+    model,
+    ps,
+    push,
+    serve,
+    skills,
+    validate,
+)
 
 app = typer.Typer(
     name="openenv",
@@ -36,7 +48,7 @@ def root(
     """openenv command line."""
 
 
-for _command in (init, serve, validate, build, push, fork, skills, list_envs, ps, collect):
+for _command in (init, serve, validate, build, push, fork, skills, list_envs, ps, collect, model):
     _command.register(app)
 
 
