@@ -248,3 +248,18 @@ def test_the_capture_proxy_records_token_ids_and_logprobs_as_from_vllm(real_mode
     text = real_model.engine.tokenizer.decode(ids, skip_special_tokens=True)
     assert text == call["response_text"] == reply.choices[0].message.content
     assert call["prompt_token_ids"]
+
+
+def test_metrics_count_answered_and_refused_requests(
+    real_model: Any, client: openai.OpenAI
+) -> None:
+    from openenv.models.server import request_counts
+
+    before = request_counts(real_model.url)
+    _chat(client, max_tokens=2)
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="m", messages=[], max_tokens=2)
+    after = request_counts(real_model.url)
+    assert after.get("answered", 0) == before.get("answered", 0) + 1
+    assert after.get("refused", 0) == before.get("refused", 0) + 1
+    assert real_model.requests_answered() == after["answered"]

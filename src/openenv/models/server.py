@@ -13,7 +13,9 @@ unchanged:
   with the call's opening, as vLLM's structured output makes the model call one;
 - ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``, ``presence_penalty``,
   ``frequency_penalty``, ``stop``, ``max_tokens``/``max_completion_tokens``, ``n`` and ``seed``;
-- ``GET /v1/models``, ``GET /health``, ``POST /tokenize`` and ``POST /detokenize``.
+- ``GET /v1/models``, ``GET /health``, ``POST /tokenize`` and ``POST /detokenize``;
+- ``GET /metrics``: requests answered and refused, tokens read and generated (Prometheus),
+  so a test or an example can check that every call the model answered was recorded.
 
 The request's ``model`` names whatever the caller was configured with (a harness sends its
 own model name): it is not checked, as llama.cpp's server does not, and replies carry the
@@ -31,11 +33,12 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -54,7 +57,7 @@ from openenv.core.harness.capture.serving import BackgroundServing, ThreadedServ
 from .engine import ContextLengthError, GeneratedToken, GenerationEngine, SamplingParams
 from .tool_format import CALL_CLOSE, CALL_OPEN, parse_answer, safe_prefix_length
 
-__all__ = ["ChatRequest", "ModelServer", "create_app", "load_engine"]
+__all__ = ["ChatRequest", "ModelServer", "create_app", "load_engine", "request_counts"]
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +166,7 @@ class _Model:
         self.engine = engine
         self.name = name
         self.default_max_tokens = default_max_tokens
+        self.count_tokens: Callable[[str, int], None] = lambda kind, n: None
 
     def prepare(self, request: ChatRequest) -> tuple[list[int], SamplingParams, list[int]]:
         tools = [t for t in request.tools or [] if isinstance(t, dict)]
@@ -238,7 +242,24 @@ def create_app(
     """The ASGI app serving ``engine`` as ``model_name``."""
     served = _Model(engine, model_name, default_max_tokens)
 
+    metrics = CollectorRegistry()
+    requests_total = Counter(
+        "openenv_model_requests",
+        "Chat-completion requests, by outcome (answered, or refused with an error).",
+        ["outcome"],
+        registry=metrics,
+    )
+    tokens_total = Counter(
+        "openenv_model_tokens", "Tokens read and generated.", ["kind"], registry=metrics
+    )
+    served.count_tokens = lambda kind, n: tokens_total.labels(kind).inc(n)
+
     async def chat(request: Request) -> Response:
+        response = await answer(request)
+        requests_total.labels("answered" if response.status_code == 200 else "refused").inc()
+        return response
+
+    async def answer(request: Request) -> Response:
         try:
             body = await request.json()
         except ValueError:
@@ -272,6 +293,8 @@ def create_app(
             entry["index"] = index
             reply["choices"].append(entry)
         generated = sum(len(c.tokens) for c in choices)
+        served.count_tokens("prompt", len(prompt))
+        served.count_tokens("generated", generated)
         reply["usage"] = {
             "prompt_tokens": len(prompt),
             "completion_tokens": generated,
@@ -293,6 +316,9 @@ def create_app(
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "healthy", "model": model_name})
+
+    async def prometheus(request: Request) -> Response:
+        return Response(generate_latest(metrics), media_type=CONTENT_TYPE_LATEST)
 
     async def tokenize(request: Request) -> Response:
         body = await _json_object(request)
@@ -327,6 +353,7 @@ def create_app(
             Route("/chat/completions", chat, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
+            Route("/metrics", prometheus, methods=["GET"]),
             Route("/tokenize", tokenize, methods=["POST"]),
             Route("/detokenize", detokenize, methods=["POST"]),
         ]
@@ -420,6 +447,8 @@ async def _stream(
             if ready > sent and (not holds_tools or CALL_OPEN not in text[:ready]):
                 yield chunk({"content": text[sent:ready]}, pending)
                 sent, pending = ready, []
+        served.count_tokens("prompt", len(prompt))
+        served.count_tokens("generated", len(choice.tokens))
         completion = served.completion(request, prompt, choice, request_id)
         if completion.tool_calls:
             for index, call in enumerate(completion.tool_calls):
@@ -519,6 +548,24 @@ class ModelServer(BackgroundServing):
         if self._server.url is None:
             raise RuntimeError("the model server is not started (use `with ModelServer()`)")
         return self._server.url
+
+    def requests_answered(self) -> int:
+        """Chat completions answered so far (from ``/metrics``)."""
+        return int(request_counts(self.url).get("answered", 0))
+
+
+def request_counts(url: str) -> dict[str, float]:
+    """``{"answered": n, "refused": n}`` from a model server's ``/metrics`` at ``url``."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(url.rstrip("/") + "/metrics", timeout=10).text
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "openenv_model_requests_total":
+                counts[sample.labels["outcome"]] = sample.value
+    return counts
 
 
 def serve_forever(
