@@ -46,6 +46,7 @@ RAISE = 'raise NotIntegerError("decimals cannot be converted")'
 FIXED = f"    if not isinstance(n, int):\n        {RAISE}\n"
 SOURCE = "src/roman/__init__.py"
 SESSION = "episode-1"
+SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="repo_env needs git")
 needs_mini = pytest.mark.skipif(
@@ -276,6 +277,103 @@ def test_mini_swe_agent_fixes_the_repo_over_two_turns(repo: Any) -> None:
     # The system prompt told it about the injected tools.
     assert "openenv-tool" in requests[0].body["messages"][0]["content"]
     assert _agent_processes() == []
+
+
+def _driver_turns(
+    tmp_path: Path, model_url: str, messages: list[str], **settings: Any
+) -> list[list[dict[str, Any]]]:
+    """The events of each turn of the mini-swe-agent driver, run directly (no sandbox)."""
+    from openenv.core.harness.agents.mini_swe_driver import KEY_VARIABLE
+
+    settings = {"cwd": str(tmp_path), "model": "standin", "model_url": model_url, **settings}
+    env = {**os.environ, KEY_VARIABLE: "key", "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "cfg")}
+    command = [sys.executable, "-m", "openenv.core.harness.agents.mini_swe_driver"]
+    with subprocess.Popen(
+        [*command, json.dumps(settings)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    ) as driver:
+        assert driver.stdin is not None and driver.stdout is not None
+        assert json.loads(driver.stdout.readline()) == {"type": "ready"}
+        turns = []
+        for message in messages:
+            driver.stdin.write(json.dumps({"type": "message", "content": message}) + "\n")
+            driver.stdin.flush()
+            events: list[dict[str, Any]] = []
+            while not events or events[-1]["type"] not in ("turn_complete", "fatal"):
+                line = driver.stdout.readline()
+                assert line, "the driver exited mid-turn"
+                events.append(json.loads(line))
+            turns.append(events)
+        driver.stdin.close()
+        assert driver.wait(60) == 0
+    return turns
+
+
+@pytest.mark.slow
+@needs_mini
+def test_mini_swe_agent_turns_end_cleanly_whatever_the_model_says(tmp_path: Path) -> None:
+    """mini-swe-agent's own loop: format errors (an unknown tool, an empty reply, a reply cut
+    off at the token limit) go back to the model, three in a row end the turn; a submit ends
+    it with `done` and the conversation goes on; so does the per-turn step limit."""
+    submit = f"echo {SUBMIT} && echo the result"
+    script = [
+        ScriptedReply(tool_calls=[{"name": "submit", "arguments": {}}]),
+        ScriptedReply(text=""),
+        ScriptedReply(text="a very long answer", stop_reason="length"),
+        _bash(submit),
+        _bash("true"),
+        _bash("true"),
+        _bash("true"),
+        ScriptedReply(text="All done."),
+    ]
+    tools = [{"name": "env_bash", "description": "Run a command in the environment."}]
+    with ModelStandIn(script) as model:
+        turns = _driver_turns(
+            tmp_path, model.url, ["hello", "go on", "more", "answer"], step_limit=3, tools=tools
+        )
+        requests = [r.body["messages"] for r in model.requests]
+
+    def kinds(events: list[dict[str, Any]]) -> list[str]:
+        return [e["type"] for e in events]
+
+    one, two, three, four = turns
+    assert kinds(one) == ["llm_request", "llm_response", "error"] * 3 + ["error", "turn_complete"]
+    assert "Unknown tool 'submit'" in one[2]["data"]["message"]
+    assert "output token limit" in one[8]["data"]["message"]
+    assert one[-2]["data"]["exit_status"] == "RepeatedFormatError"
+    assert one[-1]["data"] == {"response": "", "done": False}
+    assert kinds(two) == [
+        "llm_request",
+        "llm_response",
+        "tool_call",
+        "tool_result",
+        "turn_complete",
+    ]
+    assert two[2]["data"] == {"tool_name": "bash", "arguments": {"command": submit}}
+    assert two[-1]["data"] == {"response": "the result\n", "done": True}
+    assert kinds(three)[-2:] == ["error", "turn_complete"]
+    assert kinds(three).count("tool_call") == 3
+    assert three[-2]["data"]["message"] == "no answer within 3 steps"
+    assert three[-1]["data"] == {"response": "", "done": False}
+    assert four[-1]["data"] == {"response": "All done.", "done": False}
+
+    # mini-swe-agent's prompts: its system template with the environment's tools added, and
+    # its instance template around the first message.
+    system, first = requests[0]
+    assert system["role"] == "system" and "openenv-tool NAME" in system["content"]
+    assert "- env_bash: Run a command in the environment." in system["content"]
+    assert first["role"] == "user" and first["content"].startswith("Please solve this issue: hello")
+    # The format errors went back to the model, as mini-swe-agent words them.
+    assert "Unknown tool 'submit'" in requests[1][-1]["content"]
+    # The submitting command's output is in the conversation, and no exit bookkeeping is.
+    last = requests[-1]
+    assert not [m for m in last if m["role"] not in ("system", "user", "assistant", "tool")]
+    assert any(m["role"] == "tool" and "the result" in m["content"] for m in last)
+    assert [m["content"] for m in last if m["role"] == "user"][-3:] == ["go on", "more", "answer"]
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from openenv.core.harness import (
     VerifyResult,
     build_harness_rollout_func,
 )
+from openenv.core.harness.sessions import observation_messages
 
 from .echo_adapter import EchoAdapter, process_gone
 
@@ -139,3 +140,47 @@ def test_rollout_func_runs_black_box_episodes_in_parallel_in_order(tmp_path: Pat
     assert failed["env_reward"] == [None]
     assert failed["infra_failed"] == [True]
     assert "server gone" in failed["rollout_errors"][0]
+
+
+class TwoToolSession(AddSession):
+    """`add` and `echo` (a built-in of the echo agent, so it reaches the agent as `env_echo`),
+    with the opening `observation_messages` writes."""
+
+    def initial_messages(self) -> list[dict[str, Any]]:
+        return observation_messages({"text": "Add 2 and 3."}, tools=self.list_tools())
+
+    def list_tools(self) -> list[Tool]:
+        echo = Tool(name="echo", description="Echo.", input_schema={"type": "object"})
+        return [*super().list_tools(), echo]
+
+
+def test_the_opening_names_the_tools_as_the_agent_sees_them(tmp_path: Path) -> None:
+    session = TwoToolSession("")
+    assert "Use the tools: add, echo." in session.initial_messages()[0]["content"]
+    result = AgentHarnessAdapter(lambda: EchoAdapter(str(tmp_path))).run_black_box(
+        session, HarnessRunLimits(max_turns=1)
+    )
+    opening, answer = result.messages
+    # The environment serves `echo` as `env_echo` (the agent's own `echo` keeps its name).
+    assert "Use the tools: add, env_echo." in opening["content"]
+    assert "echo." not in opening["content"].replace("env_echo.", "")
+    assert "Observation (JSON):" in opening["content"]
+    # What the agent was sent (it echoes its messages) is what the rollout records.
+    assert answer["content"] == opening["content"]
+
+
+def test_each_agent_names_the_environment_tools_its_own_way() -> None:
+    from openenv.core.harness.agents.claude_code import ClaudeCodeAdapter
+    from openenv.core.harness.agents.mini_swe_agent import MiniSweAgentAdapter
+
+    names = ["env_bash", "submit"]  # `bash` renamed: mini-swe-agent has a bash tool
+    assert EchoAdapter(".").tools_sentence(names) == "Use the tools: env_bash, submit."
+    assert ClaudeCodeAdapter().tools_sentence(names) == (
+        "Use the tools: mcp__env__env_bash, mcp__env__submit."
+    )
+    sentence = MiniSweAgentAdapter().tools_sentence(names)
+    assert sentence.startswith(
+        "Use the tools: bash, and through it the environment's "
+        "`openenv-tool env_bash`, `openenv-tool submit`"
+    )
+    assert "openenv-tool NAME '<JSON arguments>'" in sentence

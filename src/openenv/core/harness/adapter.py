@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Optional
 from ..errors import OpenEnvError
 from .config import HarnessConfig
 from .events import HarnessEvent, HarnessEventType, HarnessResponse
+from .tools import tools_line
 
 
 class HarnessError(OpenEnvError):
@@ -58,6 +59,16 @@ class AgenticHarnessAdapter(ABC):
 
     @abstractmethod
     async def is_alive(self) -> bool: ...
+
+    def tool_reference(self, name: str) -> str:
+        """How the agent's model calls the environment tool `name` (the name
+        `resolve_tool_conflicts` gave it): by that name, unless the harness says otherwise."""
+        return name
+
+    def tools_sentence(self, names: list[str]) -> str:
+        """The opening message's sentence naming the environment tools `names` (as
+        `resolve_tool_conflicts` named them) the way the agent sees them."""
+        return tools_line(self.tool_reference(name) for name in names)
 
     async def send_message(self, message: str) -> HarnessResponse:
         """One whole turn: the streamed events, and the response its last event carries."""

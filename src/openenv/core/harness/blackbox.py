@@ -33,6 +33,7 @@ from .rollout import (
     ToolTraceEntry,
     _as_text,
 )
+from .tools import resolve_tool_conflicts, tools_line
 
 #: What the agent is told when it answered but the environment's episode is not over.
 FOLLOW_UP = "The task is not finished yet: the environment has not ended the episode. Continue."
@@ -84,10 +85,42 @@ def _prompt(messages: list[Message]) -> str:
     return "\n\n".join(parts)
 
 
+def _tools_as_seen(
+    messages: list[Message], names: list[str], agent: AgenticHarnessAdapter
+) -> list[Message]:
+    """The opening with its sentence naming the session's tools (`tools_line`, as
+    `sessions.observation_messages` writes it) naming them the way the agent sees them instead
+    (renamed by `resolve_tool_conflicts`, as the environment serves them, and written as the
+    agent calls them, `tools_sentence`)."""
+    if not names:
+        return messages
+    resolved = resolve_tool_conflicts([{"name": name} for name in names], agent.BUILTIN_TOOL_NAMES)
+    old = tools_line(names)
+    new = agent.tools_sentence([tool["name"] for tool in resolved])
+    if old == new:
+        return messages
+    rewritten: list[Message] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str) and old in content:
+            message = {**message, "content": content.replace(old, new)}
+        elif isinstance(content, list):
+            blocks = [
+                {**block, "text": block["text"].replace(old, new)}
+                if isinstance(block, dict) and isinstance(block.get("text"), str)
+                else block
+                for block in content
+            ]
+            message = {**message, "content": blocks}
+        rewritten.append(message)
+    return rewritten
+
+
 class AgentHarnessAdapter(HarnessAdapter):
     """Black-box only: `agent_factory()` makes a fresh agent adapter for each rollout.
 
-    The agent gets the session's opening messages as its first turn; when it answers before the
+    The agent gets the session's opening messages as its first turn (their sentence naming the
+    session's tools names them as the agent sees them, `tools_sentence`); when it answers before the
     environment ends the episode it is told to continue (`follow_up`), up to `limits.max_turns`
     turns, `limits.max_total_tool_calls` tool calls and `limits.max_wall_time_s` seconds. A
     failure of the agent or the environment raises (`HarnessError`): the rollout is an
@@ -119,7 +152,8 @@ class AgentHarnessAdapter(HarnessAdapter):
         limits = limits or HarnessRunLimits()
         budget = _Budget(limits.max_total_tool_calls)
         server = FastMCP(name="session-tools")
-        for spec in session.list_tools():
+        specs = list(session.list_tools())
+        for spec in specs:
             schema = getattr(spec, "input_schema", None) or {"type": "object", "properties": {}}
             server.add_tool(
                 _SessionTool(
@@ -133,8 +167,9 @@ class AgentHarnessAdapter(HarnessAdapter):
         opening = session.initial_messages()
         messages: list[Message] = list(opening)
         events: list[RolloutEvent] = []
+        agent = self.agent_factory()
         environment = HarnessEnvironment(
-            self.agent_factory(), mcp=server, capture_model_calls=self.capture_model_calls
+            agent, mcp=server, capture_model_calls=self.capture_model_calls
         )
         started = time.monotonic()
         stop_reason = "max_turns"
@@ -142,6 +177,8 @@ class AgentHarnessAdapter(HarnessAdapter):
         done = False
         try:
             environment.reset()
+            opening = _tools_as_seen(opening, [spec.name for spec in specs], agent)
+            messages = list(opening)
             message = _prompt(opening)
             while turns < limits.max_turns:
                 remaining = None

@@ -31,6 +31,7 @@ from .rollout import (
     ToolResult,
     _plain,
 )
+from .tools import tools_line
 
 #: The one tool of a non-MCP environment (`step` is a reserved name).
 ACT_TOOL = "act"
@@ -104,7 +105,7 @@ def observation_messages(
         if data.get("legal_actions") is not None:
             parts.append(f"legal actions: {json.dumps(data['legal_actions'])}")
     if tools:
-        parts.append("Use the tools: " + ", ".join(t.name for t in tools) + ".")
+        parts.append(tools_line(t.name for t in tools))
     parts.append(f"{OBSERVATION_MARKER}\n{json.dumps(data, sort_keys=True, default=str)}")
     return [{"role": "user", "content": "\n\n".join(parts)}]
 

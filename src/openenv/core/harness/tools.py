@@ -18,6 +18,13 @@ def _renamed(tool: Any, name: str) -> Any:
     return tool.model_copy(update={"name": name})
 
 
+def tools_line(names: Iterable[str]) -> str:
+    """The sentence of an episode's opening message that names the tools to use (see
+    `sessions.observation_messages`; `AgentHarnessAdapter` rewrites it to name the tools the way
+    the agent sees them, `AgenticHarnessAdapter.tools_sentence`)."""
+    return "Use the tools: " + ", ".join(names) + "."
+
+
 def resolve_tool_conflicts(
     env_tools: list[Any], harness_builtin_tools: Iterable[str], prefix: str = "env_"
 ) -> list[Any]:

@@ -136,6 +136,9 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
         self._process: Any = None
         self._real_executable = ""
 
+    def tool_reference(self, name: str) -> str:
+        return f"mcp__{MCP_SERVER_NAME}__{name}"
+
     async def inject_tools(self, tools: list[Any], bridge_url: Optional[str] = None) -> None:
         # Claude Code lists the bridge's tools itself over MCP.
         self._bridge_url = bridge_url if tools else None

@@ -1,10 +1,11 @@
 """mini-swe-agent (PyPI `mini-swe-agent`) as an RFC 005 harness.
 
 One long-lived driver process (`mini_swe_driver`) per episode, inside an
-`openenv.sandbox.Sandbox` on the episode's working folder, keeps the conversation across turns.
-Its only tool is bash; the environment's MCP tools reach it as the `openenv-tool` command on
-its PATH (listed in its system prompt). It talks to `config.model_url` (the capture proxy) with
-the OpenAI chat dialect, through litellm.
+`openenv.sandbox.Sandbox` on the episode's working folder, keeps mini-swe-agent's own agent
+(its `DefaultAgent`, on its `mini` config) and so the conversation across turns. Its only tool
+is bash; the environment's MCP tools reach it as the `openenv-tool` command on its PATH (listed
+in its system prompt, and named so in an episode's opening message). It talks to
+`config.model_url` (the capture proxy) with the OpenAI chat dialect, through litellm.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..adapter import (
 )
 from ..config import HarnessConfig
 from ..events import HarnessEvent, HarnessEventType
+from ..tools import tools_line
 from ._common import (
     AgentSandbox,
     agent_failed,
@@ -69,6 +71,18 @@ class MiniSweAgentAdapter(AgenticHarnessAdapter):
         self._sandbox: Optional[AgentSandbox] = None
         self._process: Any = None
         self._tool_folder: Optional[Path] = None
+
+    def tool_reference(self, name: str) -> str:
+        return f"openenv-tool {name}"
+
+    def tools_sentence(self, names: list[str]) -> str:
+        if not names:
+            return tools_line(["bash"])
+        commands = ", ".join(f"`{self.tool_reference(name)}`" for name in names)
+        return (
+            f"Use the tools: bash, and through it the environment's {commands} "
+            "(`openenv-tool NAME '<JSON arguments>'`; `openenv-tool --list` describes them)."
+        )
 
     async def inject_tools(self, tools: list[Any], bridge_url: Optional[str] = None) -> None:
         self._tools = tool_summaries(tools)
