@@ -162,10 +162,17 @@ class _Choice:
 class _Model:
     """The engine and the request-level logic shared by the whole and streamed answers."""
 
-    def __init__(self, engine: GenerationEngine, name: str, default_max_tokens: int) -> None:
+    def __init__(
+        self,
+        engine: GenerationEngine,
+        name: str,
+        default_max_tokens: int,
+        max_tokens_limit: int | None = None,
+    ) -> None:
         self.engine = engine
         self.name = name
         self.default_max_tokens = default_max_tokens
+        self.max_tokens_limit = max_tokens_limit
         self.count_tokens: Callable[[str, int], None] = lambda kind, n: None
 
     def prepare(self, request: ChatRequest) -> tuple[list[int], SamplingParams, list[int]]:
@@ -179,6 +186,8 @@ class _Model:
         forced_text = request.forced_call_text()
         forced = list(self.engine.tokenizer.encode(forced_text, add_special_tokens=False))
         params = request.sampling(self.default_max_tokens)
+        if self.max_tokens_limit:
+            params.max_tokens = min(params.max_tokens, self.max_tokens_limit)
         if forced:  # one call is what was asked for: end the answer when it is closed
             params.end_after = [CALL_CLOSE]
         return prompt, params, forced
@@ -238,9 +247,12 @@ def create_app(
     *,
     model_name: str,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_tokens_limit: int | None = None,
 ) -> Starlette:
-    """The ASGI app serving ``engine`` as ``model_name``."""
-    served = _Model(engine, model_name, default_max_tokens)
+    """The ASGI app serving ``engine`` as ``model_name``. ``max_tokens_limit`` caps every
+    request's answer (an agent such as Claude Code asks for 8,192 tokens a call: minutes of
+    CPU each for a small model that rambles)."""
+    served = _Model(engine, model_name, default_max_tokens, max_tokens_limit)
 
     metrics = CollectorRegistry()
     requests_total = Counter(
@@ -530,6 +542,7 @@ class ModelServer(BackgroundServing):
         port: int = 0,
         threads: int | None = 1,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens_limit: int | None = None,
         engine: GenerationEngine | None = None,
     ) -> None:
         from .checkpoint import DEFAULT_MODEL_NAME
@@ -539,7 +552,10 @@ class ModelServer(BackgroundServing):
             Path(checkpoint).name if checkpoint else DEFAULT_MODEL_NAME
         )
         app = create_app(
-            self.engine, model_name=self.model_name, default_max_tokens=default_max_tokens
+            self.engine,
+            model_name=self.model_name,
+            default_max_tokens=default_max_tokens,
+            max_tokens_limit=max_tokens_limit,
         )
         self._server = ThreadedServer(app, host=host, port=port, graceful_s=5)
 
@@ -575,6 +591,7 @@ def serve_forever(
     port: int = 8001,
     threads: int | None = 1,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_tokens_limit: int | None = None,
     model_name: str | None = None,
     on_ready: Any = None,
 ) -> None:
@@ -585,7 +602,12 @@ def serve_forever(
 
     engine = load_engine(checkpoint, threads=threads)
     name = model_name or (Path(checkpoint).name if checkpoint else DEFAULT_MODEL_NAME)
-    app = create_app(engine, model_name=name, default_max_tokens=default_max_tokens)
+    app = create_app(
+        engine,
+        model_name=name,
+        default_max_tokens=default_max_tokens,
+        max_tokens_limit=max_tokens_limit,
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     if on_ready is not None:

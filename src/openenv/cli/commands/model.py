@@ -35,6 +35,9 @@ def register(app: typer.Typer) -> None:
         max_tokens: int = typer.Option(
             512, min=1, help="Answer length for requests that name none."
         ),
+        max_tokens_limit: Optional[int] = typer.Option(
+            None, min=1, help="Cap on every request's answer length (default: the context)."
+        ),
         name: Optional[str] = typer.Option(None, help="The model name replies carry."),
     ) -> None:
         """Serve chat completions at http://HOST:PORT/v1 as vLLM does: token ids, logprobs,
@@ -58,6 +61,7 @@ def register(app: typer.Typer) -> None:
                 port=port,
                 threads=threads,
                 default_max_tokens=max_tokens,
+                max_tokens_limit=max_tokens_limit,
                 model_name=name,
                 on_ready=ready,
             )

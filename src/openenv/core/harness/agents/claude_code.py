@@ -124,12 +124,22 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
         *,
         sandbox_backend: Optional[str] = None,
         model_attempts: int = 3,
+        tools: Optional[list[str]] = None,
+        system_prompt: Optional[str] = None,
     ) -> None:
         """`model_attempts`: tries of one model call before the turn fails (an infrastructure
-        error); Claude Code's own default retries for minutes."""
+        error); Claude Code's own default retries for minutes.
+
+        `tools` limits Claude Code's built-in tools (`--tools`, e.g. ``["Bash", "Read",
+        "Edit"]``; the environment's MCP tools are always offered) and `system_prompt` replaces
+        its system prompt (`--system-prompt`). Its defaults (every tool, its own prompt) take
+        about 22,000 tokens per request: for a model with a small context (an 8k one, like the
+        local SmolLM2), both together bring a request under 2,000."""
         super().__init__(config or HarnessConfig(name="claude-code"))
         self.sandbox_backend = sandbox_backend
         self.model_attempts = model_attempts
+        self.tools = list(tools) if tools is not None else None
+        self.system_prompt = system_prompt
         self._bridge_url: Optional[str] = None
         self._sandbox: Optional[AgentSandbox] = None
         self._session_id: Optional[str] = None
@@ -186,7 +196,11 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
         argv += ["--input-format", "stream-json", "--output-format", "stream-json"]
         argv += ["--model", self.config.model or DEFAULT_MODEL]
         argv += ["--permission-mode", "acceptEdits", "--strict-mcp-config"]
-        allowed = list(self.ALLOWED_TOOLS)
+        if self.tools is not None:
+            argv += ["--tools", ",".join(self.tools)]
+        if self.system_prompt is not None:
+            argv += ["--system-prompt", self.system_prompt]
+        allowed = [t for t in self.ALLOWED_TOOLS if self.tools is None or t in self.tools]
         if "mcp" in self._sandbox.urls:
             servers = {MCP_SERVER_NAME: {"type": "http", "url": self._sandbox.urls["mcp"]}}
             argv += ["--mcp-config", json.dumps({"mcpServers": servers})]
