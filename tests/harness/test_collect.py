@@ -1,15 +1,20 @@
 """Collecting episodes into a dataset, on real servers: the scripted policy on several
 environments (every installed one in the slow suite), concurrency, resume, filters, failures
-recorded (never dropped, never scored 0), the `datasets` export, the Hub push's dry run, and an
-OpenAI-dialect policy through the model stand-in (standing in for a paid model API)."""
+recorded (never dropped, never scored 0), the `datasets` export, the Hub push's dry run, an
+OpenAI-dialect policy through the model stand-in (standing in for a paid model API) with every
+step's reward and every call's tokens kept, and `openenv collect` with the real model over its
+endpoint."""
 
 from __future__ import annotations
 
 import json
+import math
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter
 from openenv.core.harness.collect import (
@@ -214,3 +219,104 @@ def test_a_task_id_reaches_the_environment_and_its_prompt_the_model(tmp_path: Pa
     (record,) = lines(tmp_path)
     assert record["artifacts"]["final_state"]["task_id"] == "add"
     assert "add" in record["messages"][0]["content"]
+
+
+# -- every step's reward, every model call's tokens -------------------------------------------
+
+
+def _math_questions(seed: int) -> list[tuple[int, int]]:
+    """The math environment's questions for `seed` (as `MathEnvironment.reset` draws them)."""
+    rng = random.Random(seed)
+    return [(rng.randint(0, 99), rng.randint(0, 99)) for _ in range(3)]
+
+
+def test_every_step_reward_and_the_return_are_kept(math_url: str, tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    questions = _math_questions(7)
+    # Right, wrong (an integer: the format part of the grade), right: 1.0, 0.2, 1.0.
+    answers = [str(a + b) for a, b in questions]
+    answers[1] = str(int(answers[1]) + 1)
+    script = [
+        ScriptedReply(
+            tool_calls=[{"name": "act", "arguments": {"answer": answer}}],
+            prompt_token_ids=list(range(10 + turn)),
+            token_ids=[100 + turn, 200 + turn],
+            logprobs=[-0.1 * (turn + 1), -0.2],
+        )
+        for turn, answer in enumerate(answers)
+    ]
+    with ModelStandIn(script, dialects=("openai",)) as standin:
+        client = OpenAIClient(standin.url, model="stand-in", api_key="unused")
+        step = build_model_step(client, tool_choice="required")
+        result = runner(math_url, tmp_path).run(model_step=step, num_episodes=1, seed=7)
+    assert result.num_collected == 1, result.failures
+    (record,) = lines(tmp_path)
+    assert record["step_rewards"] == [1.0, 0.2, 1.0]
+    assert record["episode_return"] == pytest.approx(2.2)
+    assert record["reward"] == 1.0  # OpenEnv's meaning: the last reward the environment gave
+    assert result.returns == [pytest.approx(2.2)] and result.rewards == [1.0]
+    # Every call's tokens, not only the last one's.
+    assert [(c["index"], c["prompt_ids"], c["completion_ids"]) for c in record["model_calls"]] == [
+        (turn, list(range(10 + turn)), [100 + turn, 200 + turn]) for turn in range(3)
+    ]
+    assert [c["tool_calls"][0]["arguments"] for c in record["model_calls"]] == [
+        {"answer": answer} for answer in answers
+    ]
+    write_dataset(tmp_path)
+    row = datasets.load_from_disk(str(tmp_path / "dataset"))[0]
+    assert row["step_rewards"] == pytest.approx([1.0, 0.2, 1.0])
+    assert row["episode_return"] == pytest.approx(2.2) and row["reward"] == 1.0
+    assert [c["completion_ids"] for c in row["model_calls"]] == [[100, 200], [101, 201], [102, 202]]
+    assert row["model_calls"][2]["logprobs"] == pytest.approx([-0.3, -0.2])
+    trained = datasets.load_dataset("json", data_files=str(tmp_path / "train.jsonl"))["train"]
+    assert trained[0]["step_rewards"] == pytest.approx([1.0, 0.2, 1.0])
+
+
+def test_collect_with_the_real_model_over_its_endpoint(
+    real_model: Any, math_url: str, tmp_path: Path
+) -> None:
+    """`openenv collect` as a user runs it against a served model: the tokens of every call are
+    the model's own, every step's reward is kept, and the dataset loads."""
+    datasets = pytest.importorskip("datasets")
+    from openenv.cli.__main__ import app
+    from openenv.models.tool_format import parse_answer
+
+    arguments = [
+        "collect", "math", "--base-url", math_url, "-o", str(tmp_path),
+        "--model-url", real_model.url + "/v1",  # the model name comes from the server
+        "-n", "1", "--max-turns", "2", "--max-tokens", "40", "--temperature", "0",
+        "--seed", "0", "--keep-losses",
+    ]  # fmt: skip
+    outcome = CliRunner().invoke(
+        app, arguments, env={"OPENAI_API_KEY": "", "API_KEY": "", "COLUMNS": "200"}
+    )
+    assert outcome.exit_code == 0, outcome.output
+    (record,) = lines(tmp_path)
+    assert record["status"] == "collected", record["error"]
+    calls = record["model_calls"]
+    assert calls and len(calls) == sum(1 for m in record["messages"] if m["role"] == "assistant")
+    tokenizer = real_model.engine.tokenizer
+    for call in calls:
+        assert call["prompt_ids"] and call["completion_ids"]
+        assert len(call["logprobs"]) == len(call["completion_ids"])
+        assert all(isinstance(lp, float) and lp <= 0 for lp in call["logprobs"])
+        # The ids are the completion: decoded, they are what the record says the model answered.
+        decoded = parse_answer(tokenizer.decode(call["completion_ids"], skip_special_tokens=True))
+        assert (decoded.content or "") == call["content"]
+        assert [(c["name"], c["arguments"]) for c in decoded.tool_calls] == [
+            (c["name"], c["arguments"]) for c in call["tool_calls"]
+        ]
+    # tool_choice "required" (the default): the model acted in the environment every turn.
+    assert record["tool_trace"] and all(c["tool_calls"] for c in calls)
+    expected = [entry["result"]["metadata"].get("reward") for entry in record["tool_trace"]]
+    assert record["step_rewards"] == expected
+    given = [r for r in expected if r is not None]
+    assert given, "no tool call of the model was a step the environment rewarded"
+    assert record["episode_return"] == pytest.approx(math.fsum(given))
+    row = datasets.load_from_disk(str(tmp_path / "dataset"))[0]
+    assert row["step_rewards"] == pytest.approx(expected)
+    assert [c["completion_ids"] for c in row["model_calls"]] == [c["completion_ids"] for c in calls]
+    trained = datasets.load_dataset("json", data_files=str(tmp_path / "train.jsonl"))["train"]
+    assert trained[0]["episode_id"] == record["episode_id"]
+    metadata = json.loads((tmp_path / "metadata.json").read_text())
+    assert metadata["model"] == real_model.model_name and metadata["tool_choice"] == "required"

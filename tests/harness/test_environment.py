@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from fastmcp import FastMCP
 
+from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
+from openenv.core.env_server.types import State
 from openenv.core.harness import HarnessNotRunningError
 from openenv.core.harness.environment import HarnessAction, HarnessEnvironment
 from openenv.core.rubrics import Rubric
@@ -46,7 +49,7 @@ def test_turns_stream_events_and_keep_the_conversation(env):
     assert first.metadata["response"] == "hello"
     assert second.metadata["response"] == "hello | again"  # the harness remembers the turn
     assert (first.metadata["turn_number"], second.metadata["turn_number"]) == (1, 2)
-    assert (first.done, first.reward) == (False, 0.0)
+    assert (first.done, first.reward) == (False, None)  # no environment reward, not 0
     assert env.state.episode_id == "ep-1" and env.state.step_count == 2
     assert [event.type.value for event in env.trajectory] == events_of(first) + events_of(second)
 
@@ -160,3 +163,81 @@ def test_no_tools_means_no_bridge(tmp_path):
         assert env.step(HarnessAction(message="x")).metadata["response"] == "x"
     finally:
         env.close()
+
+
+# -- the wrapped environment's reward ---------------------------------------------------------
+
+
+class _Graded(MCPEnvironment):
+    """Grades like `RepoEnvironment`: `submit` ends the episode, and the step (not the tool)
+    puts the grade in the observation, 0.0 before; the grade is in its state too."""
+
+    def __init__(self) -> None:
+        mcp = FastMCP("graded")
+
+        @mcp.tool
+        def echo(text: str) -> str:
+            return text
+
+        @mcp.tool
+        def submit(answer: int) -> str:
+            self._state.grade = 1.0 if answer == 42 else 0.0
+            return "submitted"
+
+        super().__init__(mcp)
+        self._state = State(episode_id="graded", step_count=0)
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        self._state = State(episode_id=episode_id or "graded", step_count=0)
+        return super().step(ListToolsAction())  # any observation
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    async def step_async(self, action, timeout_s=None, **kwargs):
+        observation = await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        if isinstance(action, CallToolAction):
+            self._state.step_count += 1
+            grade = getattr(self._state, "grade", None)
+            observation.reward = 0.0 if grade is None else grade
+            observation.done = grade is not None
+        return observation
+
+
+def test_a_turn_carries_the_wrapped_environments_reward(tmp_path):
+    graded = _Graded()
+    graded.reset()
+    env = HarnessEnvironment(EchoAdapter(str(tmp_path)), env=graded)
+    try:
+        assert env.reset().metadata["injected_tools"] == ["env_echo", "submit"]
+        talk = env.step(HarnessAction(message="thinking"))
+        assert (talk.reward, talk.done) == (None, False)  # no step of the environment: no reward
+        echoed = env.step(HarnessAction(message='call:env_echo {"text": "hi"}'))
+        assert echoed.metadata["turn_events"][1]["data"]["result"] == "hi"
+        assert (echoed.reward, echoed.metadata["env_rewards"]) == (0.0, [0.0])
+        direct = env.step(CallToolAction(tool_name="echo", arguments={"text": "x"}))
+        assert (direct.result.data, direct.reward) == ("x", 0.0)  # a step of the environment too
+        graded_turn = env.step(HarnessAction(message='call:submit {"answer": 42}'))
+        # The environment graded the episode 1.0: so does the turn (OpenEnv's says 0.0).
+        assert graded.state.grade == 1.0 and graded.state.step_count == 3
+        assert (graded_turn.reward, graded_turn.done) == (1.0, True)
+        assert graded_turn.metadata["env_rewards"] == [1.0]
+    finally:
+        env.close()
+
+
+def test_tools_alone_give_no_reward_not_zero(tmp_path):
+    graded = _Graded()
+    graded.reset()
+    env = HarnessEnvironment(EchoAdapter(str(tmp_path)), mcp=graded.mcp_server)
+    try:
+        env.reset()
+        turn = env.step(HarnessAction(message='call:submit {"answer": 42}'))
+        assert graded.state.grade == 1.0
+        # The tools ran outside the environment's step: it gave no reward, and none is made up.
+        assert turn.reward is None and "env_rewards" not in turn.metadata
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="not both"):
+        HarnessEnvironment(EchoAdapter(str(tmp_path)), mcp=tools(), env=graded)

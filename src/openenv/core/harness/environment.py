@@ -14,21 +14,34 @@ the environment starts in front of `config.model_url`: the agent is given the pr
 per-episode session key instead of the trainer's endpoint and key, and each turn's observation
 carries the turn's calls (`metadata["model_calls"]`: messages, tool calls, usage, timing, and
 token ids and logprobs when the endpoint returns them), so a rollout can be trained on.
+
+The reward of a turn is the environment's, never made up: give the environment itself
+(`HarnessEnvironment(adapter, env=repo)`, instead of only its tools, `mcp=repo.mcp_server`) and
+each tool call the agent makes is one step of that environment (`env.step(CallToolAction)`, so
+its own step logic runs: step budgets, grading, its rubric); the turn's observation carries the
+sum of the rewards those steps gave (`metadata["env_rewards"]` lists them) and is `done` when
+one of them ended the episode. A turn in which the environment gave no reward (no tool call, or
+tools alone were given) has `reward=None`, not 0 (OpenEnv scores every turn 0.0).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Optional
 
 from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.tools import Tool as MCPTool
+from fastmcp.tools import ToolResult as MCPToolResult
 
 from ..env_server.mcp_environment import MCPEnvironment
-from ..env_server.mcp_types import CallToolAction, ListToolsAction
+from ..env_server.mcp_types import RESERVED_TOOL_NAMES, CallToolAction, ListToolsAction
+from ..env_server.rewards import reset_rubric, score_step
 from ..env_server.types import Action, Observation, State
 from ..utils import run_coroutine_sync
 from .adapter import (
@@ -62,8 +75,21 @@ class HarnessAction(Action):
     message: str
 
 
+class _EnvironmentStepTool(MCPTool):
+    """One of the wrapped environment's tools, bridged so that a call is one step of that
+    environment (`HarnessEnvironment._step_wrapped`)."""
+
+    harness: Any = None
+    source: str = ""
+
+    async def run(self, arguments: dict[str, Any]) -> MCPToolResult:
+        harness: HarnessEnvironment = self.harness
+        return await harness._step_wrapped(self.source, dict(arguments))
+
+
 class HarnessEnvironment(MCPEnvironment):
-    """Runs `adapter`'s harness for an episode; `mcp` holds the tools it may use.
+    """Runs `adapter`'s harness for an episode; `mcp` holds the tools it may use, or `env` is
+    the environment whose tools they are and whose rewards the turns carry.
 
     `reset` starts a fresh harness (stopping the previous one and its bridge); each
     `HarnessAction` is one turn, bounded by `config.session_timeout_s` (or the step's
@@ -71,6 +97,11 @@ class HarnessEnvironment(MCPEnvironment):
     rubric scores every successful turn, and a trajectory rubric the whole episode when a turn
     ends it. `capture_model_calls` (on by default) puts the recording proxy in front of
     `config.model_url` (see the module docstring); turn it off only when the URL already is one.
+
+    With `env` (an `MCPEnvironment`, e.g. a `RepoEnvironment` the caller has reset), the agent's
+    tool calls are steps of it and a turn's reward is the sum of the rewards they gave (None when
+    they gave none); `reset()` resets its rubric but not the environment itself (its reset
+    options are its own: reset it before the harness, as its episode begins).
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = False
@@ -83,7 +114,14 @@ class HarnessEnvironment(MCPEnvironment):
         transform: Any = None,
         *,
         capture_model_calls: bool = True,
+        env: Optional[MCPEnvironment] = None,
     ) -> None:
+        if env is not None:
+            if not isinstance(env, MCPEnvironment):
+                raise TypeError(f"env must be an MCPEnvironment, not {type(env).__name__}")
+            if mcp is not None and mcp is not env.mcp_server:
+                raise ValueError("give env (its tools are bridged) or mcp, not both")
+            mcp = env.mcp_server
         super().__init__(
             mcp if mcp is not None else FastMCP(name="harness-environment"),
             transform=transform,
@@ -100,6 +138,9 @@ class HarnessEnvironment(MCPEnvironment):
         self._model_calls: list[dict[str, Any]] = []
         #: The configuration the user gave (the adapter's is rewritten to use the proxy).
         self._given_config = adapter.config
+        #: The wrapped environment, and the observations of its steps during the current turn.
+        self._wrapped = env
+        self._turn_steps: list[Observation] = []
 
     # -- episode -------------------------------------------------------------------------
 
@@ -118,6 +159,11 @@ class HarnessEnvironment(MCPEnvironment):
         return [dict(call) for call in self._model_calls]
 
     @property
+    def wrapped_env(self) -> Optional[MCPEnvironment]:
+        """The environment given as `env` (its tool calls are its steps), or None."""
+        return self._wrapped
+
+    @property
     def bridge_url(self) -> Optional[str]:
         return self._bridge.url if self._bridge is not None else None
 
@@ -133,7 +179,10 @@ class HarnessEnvironment(MCPEnvironment):
         self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
         self._trajectory = []
         self._model_calls = []
+        self._turn_steps = []
         await self._reset_rubric_async()  # the server does it too; in process, this does
+        if self._wrapped is not None:
+            await reset_rubric(self._wrapped)  # its steps are scored by it, episode by episode
         # Mode-specific tools are not on the FastMCP server, so they are never bridged.
         tools = [tool for tool in await self.list_tools() if tool.name not in self._mode_tools]
         resolved = resolve_tool_conflicts(tools, self.adapter.BUILTIN_TOOL_NAMES)
@@ -145,7 +194,12 @@ class HarnessEnvironment(MCPEnvironment):
         url = None
         try:
             if resolved:
-                bridge = HarnessMCPBridge(await build_bridge_server(self.mcp_server, renames))
+                server = (
+                    await self._stepped_bridge_server(renames)
+                    if self._wrapped is not None
+                    else await build_bridge_server(self.mcp_server, renames)
+                )
+                bridge = HarnessMCPBridge(server)
                 self._bridge = bridge
                 url = await asyncio.to_thread(bridge.start)
             await self._route_model_calls()
@@ -187,6 +241,62 @@ class HarnessEnvironment(MCPEnvironment):
             }
         )
 
+    async def _stepped_bridge_server(self, renames: dict[str, str]) -> FastMCP:
+        """The wrapped environment's tools (under their injected names, without the reserved
+        ones), each call a step of the environment."""
+        injected_for = {source: injected for injected, source in renames.items()}
+        view = FastMCP(name=f"{self.mcp_server.name} (harness bridge)")
+        for tool in await self.mcp_server.list_tools():
+            if tool.name in RESERVED_TOOL_NAMES:
+                continue
+            view.add_tool(
+                _EnvironmentStepTool(
+                    name=injected_for.get(tool.name, tool.name),
+                    description=tool.description,
+                    parameters=tool.parameters,
+                    output_schema=tool.output_schema,
+                    annotations=tool.annotations,
+                    harness=self,
+                    source=tool.name,
+                )
+            )
+        return view
+
+    async def _step_wrapped(self, name: str, arguments: dict[str, Any]) -> MCPToolResult:
+        """One tool call of the agent as a step of the wrapped environment, scored by its
+        rubric as its server would; the observation is kept for the turn's reward."""
+        env = self._wrapped
+        assert env is not None
+        action = CallToolAction(tool_name=name, arguments=arguments)
+        try:
+            # The turn's own limit bounds the call (not the tool-call default of a server step).
+            observation = await env.step_async(
+                action, timeout_s=self.adapter.config.session_timeout_s
+            )
+            await score_step(env, action, observation, asyncio.to_thread)
+        except Exception as exc:  # refused (e.g. the episode is over) or broken: the agent sees it
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        self._turn_steps.append(observation)
+        error = getattr(observation, "error", None)
+        if error is not None:
+            raise ToolError(str(getattr(error, "message", error)))
+        result = getattr(observation, "result", None)
+        if result is None:
+            return MCPToolResult(content="")
+        return MCPToolResult(
+            content=list(getattr(result, "content", None) or []),
+            structured_content=getattr(result, "structured_content", None),
+            meta=getattr(result, "meta", None),
+        )
+
+    def _turn_reward(self) -> tuple[Optional[float], bool, list[Optional[float]]]:
+        """The wrapped environment's steps this turn: (sum of their rewards, None when none
+        gave one; whether one ended the episode; each step's reward)."""
+        steps, self._turn_steps = self._turn_steps, []
+        rewards = [None if s.reward is None else float(s.reward) for s in steps]
+        given = [r for r in rewards if r is not None]
+        return (math.fsum(given) if given else None), any(s.done for s in steps), rewards
+
     def _drain_model_calls(self) -> list[dict[str, Any]]:
         """The calls made since the last drain (this turn's), kept for the episode too."""
         if self._capture is None or self._capture_session is None:
@@ -213,6 +323,11 @@ class HarnessEnvironment(MCPEnvironment):
     async def step_async(
         self, action: Action, timeout_s: Optional[float] = None, **kwargs: Any
     ) -> Observation:
+        if isinstance(action, CallToolAction) and self._wrapped is not None:
+            # The wrapped environment's step, scored as the agent's calls are.
+            observation = await self._wrapped.step_async(action, timeout_s=timeout_s, **kwargs)
+            await score_step(self._wrapped, action, observation, asyncio.to_thread)
+            return observation
         if isinstance(action, (ListToolsAction, CallToolAction)):
             return await super().step_async(action, timeout_s=timeout_s, **kwargs)
         if isinstance(action, HarnessAction):
@@ -243,6 +358,7 @@ class HarnessEnvironment(MCPEnvironment):
         limit = timeout_s or self.adapter.config.session_timeout_s
         sink = turn_event_sink.get()
         events: list[HarnessEvent] = []
+        self._turn_steps = []
 
         async def consume() -> None:
             async for event in self.adapter.send_message_streaming(action.message):
@@ -258,9 +374,11 @@ class HarnessEnvironment(MCPEnvironment):
                     f"harness {self.adapter.config.name!r} ended a turn without turn_complete"
                 )
         except (asyncio.TimeoutError, HarnessTurnTimeoutError) as exc:
+            self._turn_steps = []
             message = str(exc) or f"the turn did not finish within {limit:g}s"
             return await self._failed_turn(events, TURN_TIMEOUT, message, sink)
         except Exception as exc:  # the harness died or broke its protocol: not the agent's fault
+            self._turn_steps = []
             alive = False
             with contextlib.suppress(Exception):
                 alive = await self.adapter.is_alive()
@@ -268,15 +386,20 @@ class HarnessEnvironment(MCPEnvironment):
             return await self._failed_turn(events, HARNESS_CRASHED, message, sink)
         last = events[-1].data
         self._state.step_count += 1
+        reward, env_done, env_rewards = self._turn_reward()
+        metadata: dict[str, Any] = {
+            "response": str(last.get("response", "")),
+            "turn_events": events_to_metadata(events),
+            "turn_number": self._state.step_count,
+            "model_calls": self._drain_model_calls(),
+        }
+        if self._wrapped is not None:
+            metadata["env_rewards"] = env_rewards
         observation = Observation(
-            done=bool(last.get("done")),
-            reward=0.0,
-            metadata={
-                "response": str(last.get("response", "")),
-                "turn_events": events_to_metadata(events),
-                "turn_number": self._state.step_count,
-                "model_calls": self._drain_model_calls(),
-            },
+            # The environment's reward (None: it gave none this turn), never a made-up 0.
+            done=bool(last.get("done")) or env_done,
+            reward=reward,
+            metadata=metadata,
         )
         if self.rubric is not None:
             observation.reward = await self._apply_rubric_async(action, observation)
