@@ -25,7 +25,7 @@ From the shell (the package registers its tasks with Inspect)::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
@@ -43,7 +43,7 @@ from inspect_ai.scorer import (
     stderr,
 )
 from inspect_ai.solver import Generate, Solver, TaskState, solver
-from inspect_ai.tool import ToolInfo, ToolParams
+from inspect_ai.tool import ToolChoice, ToolFunction, ToolInfo, ToolParams
 
 from openenv.core.llm_client import to_openai_tool
 
@@ -58,6 +58,12 @@ __all__ = [
     "openenv_task",
     "success_rate",
 ]
+
+#: How the model must use the environment's tools each turn: ``auto`` (the model decides; a
+#: reply without a tool call ends the episode), ``any`` (a tool call every turn: OpenAI's
+#: ``tool_choice: "required"``, which small models that rarely call tools on their own need)
+#: or the name of one of the environment's tools (that tool every turn).
+ToolChoiceMode = Literal["auto", "any", "required"]
 
 #: Where the solver leaves the episode's outcome in the sample's store, for the scorer.
 STORE_KEY = "openenv"
@@ -80,10 +86,14 @@ def openenv_solver(
     reward_mode: RewardMode = "sum",
     success_threshold: float = 1.0,
     client_kwargs: dict[str, Any] | None = None,
+    tool_choice: ToolChoiceMode | str = "auto",
 ) -> Solver:
     """Play the sample's task on the environment at ``base_url`` with Inspect's model: each
     tool call is one step; stops when the environment is done, the model calls no tool, or
-    after ``max_turns`` replies."""
+    after ``max_turns`` replies. ``tool_choice="any"`` (or ``"required"``, or a tool's name)
+    makes the model call a tool every turn."""
+    if not isinstance(tool_choice, str) or not tool_choice:
+        raise ValueError(f"tool_choice must be a non-empty string, not {tool_choice!r}")
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         del generate  # the tools are the environment's: this loop calls them itself
@@ -94,6 +104,7 @@ def openenv_solver(
         ) as episode:
             prompt = await episode.start(reset_kwargs)
             tools = [_tool_info(tool) for tool in episode.tools]
+            choice = _tool_choice(tool_choice, tools)
             messages: list[ChatMessage] = []
             if system_prompt:
                 messages.append(ChatMessageSystem(content=system_prompt))
@@ -102,7 +113,7 @@ def openenv_solver(
             turns = 0
             stop = "done" if episode.done else "max_turns"
             while not episode.done and turns < max_turns:
-                output = await model.generate(state.messages, tools=tools)
+                output = await model.generate(state.messages, tools=tools, tool_choice=choice)
                 state.output = output
                 turns += 1
                 reply = output.message
@@ -135,6 +146,21 @@ def openenv_solver(
         return state
 
     return solve
+
+
+def _tool_choice(value: str, tools: Sequence[ToolInfo]) -> ToolChoice:
+    """Inspect's tool choice for ``value``: ``auto``, ``any`` (``required``) or a tool's name."""
+    if value == "auto":
+        return "auto"
+    if value in ("any", "required"):  # "required" is OpenAI's name for Inspect's "any"
+        return "any"
+    if value in {tool.name for tool in tools}:
+        return ToolFunction(name=value)
+    names = ", ".join(sorted(tool.name for tool in tools))
+    raise ValueError(
+        f"tool_choice must be 'auto', 'any' (or 'required') or one of the environment's "
+        f"tools ({names}), not {value!r}"
+    )
 
 
 @metric
@@ -192,10 +218,12 @@ def openenv_task(
     reward_mode: RewardMode = "sum",
     success_threshold: float = 1.0,
     client_kwargs: dict[str, Any] | None = None,
+    tool_choice: ToolChoiceMode | str = "auto",
 ) -> Task:
     """The environment served at ``base_url`` as an Inspect task over ``tasks`` (task ids,
     seeds, reset kwargs or `EvalTask`s; default: the shipped task set of ``env``).
-    ``client_kwargs`` go to each session's `GenericEnvClient` (``api_key``, timeouts)."""
+    ``client_kwargs`` go to each session's `GenericEnvClient` (``api_key``, timeouts).
+    ``tool_choice="any"`` (``-T tool_choice=any``) makes the model call a tool every turn."""
     if not base_url:
         raise ValueError(
             "openenv_task needs base_url=: the URL of the running environment server "
@@ -218,6 +246,7 @@ def openenv_task(
             reward_mode=reward_mode,
             success_threshold=success_threshold,
             client_kwargs=client_kwargs,
+            tool_choice=tool_choice,
         ),
         scorer=openenv_reward(),
         fail_on_error=False,

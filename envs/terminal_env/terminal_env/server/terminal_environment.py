@@ -230,6 +230,11 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
     def state(self) -> TerminalState:
         return self._state
 
+    @property
+    def host_workspace(self) -> Path:
+        """The episode's folder on the host: an agent harness works on the same files."""
+        return Path(self._box.host_workspace)
+
     def close(self) -> None:
         self._judge.close()
         self._box.close()

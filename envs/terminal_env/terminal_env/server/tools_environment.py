@@ -96,6 +96,11 @@ class TerminalToolEnvironment(MCPEnvironment):
     def state(self) -> TerminalState:
         return self.shell.state
 
+    @property
+    def host_workspace(self) -> Path:
+        """The episode's folder on the host (`TerminalEnvironment.host_workspace`)."""
+        return self.shell.host_workspace
+
     def close(self) -> None:
         self.shell.close()
         super().close()

@@ -42,8 +42,8 @@ class InspectAIHarness(EvalHarness):
         dataset: str,
         eval_parameters: dict[str, Any],
     ) -> dict[str, Any]:
-        """Metric name to value, from the first log's scorers; RuntimeError unless the log's
-        status is ``success``."""
+        """Metric name to value, from the first log's scorers. RuntimeError (as OpenEnv 0.10
+        raises) when Inspect returned no log, or unless the log's status is ``success``."""
         try:
             from inspect_ai import eval as inspect_eval
         except ImportError as exc:
@@ -75,6 +75,12 @@ class InspectAIHarness(EvalHarness):
                 raise ValueError("a 'scorer' override needs 'task' to be an inspect_ai Task")
             task = task_with(task, scorer=eval_parameters["scorer"])
         logs = inspect_eval(task, model=model, **options)
+        if not logs:
+            name = task if isinstance(task, str) else getattr(task, "name", type(task).__name__)
+            raise RuntimeError(
+                f"Inspect AI evaluation of {name!r} with model {model!r} returned no logs: "
+                "check that the task and model arguments are valid"
+            )
         log = logs[0]
         if log.status != "success":
             detail = f": {log.error.message}" if log.error is not None else ""
