@@ -97,12 +97,13 @@ def test_inspect_evaluates_the_real_model_and_its_log_holds_outputs_rewards_and_
 
     # Inspect's native log on disk, read back as any Inspect tool would.
     (location,) = list_eval_logs(str(tmp_path))
-    stored = read_eval_log(location)
+    stored = read_eval_log(location, resolve_attachments=True)  # the requests as sent
     model_id = f"openai-api/local/{real_model.model_name}"
     assert stored.eval.model == model_id
     assert stored.samples is not None and [s.id for s in stored.samples] == ["seed-1", "seed-2"]
     first_request: dict[str, Any] = {}
     first_output: ModelOutput | None = None
+    all_steps: list[tuple[float, float]] = []
     for sample in stored.samples:
         assert sample.error is None, sample.error
         assert _QUESTION.fullmatch(sample.messages[0].text), sample.messages[0].text
@@ -128,6 +129,7 @@ def test_inspect_evaluates_the_real_model_and_its_log_holds_outputs_rewards_and_
         # the steps the model's calls made, each what math_env's rubric gives the answer.
         score = sample.scores["openenv_reward"]  # type: ignore[index]
         steps = _env_steps(sample)
+        all_steps += steps
         assert score.metadata is not None
         assert score.metadata["step_rewards"] == pytest.approx([got for got, _ in steps])
         assert [got for got, _ in steps] == pytest.approx([want for _, want in steps])
@@ -140,6 +142,8 @@ def test_inspect_evaluates_the_real_model_and_its_log_holds_outputs_rewards_and_
         assert usage.output_tokens == sum(e.output.usage.output_tokens for e in calls)  # type: ignore[union-attr]
         assert 0 < usage.output_tokens <= 32 * len(calls)
         assert usage.input_tokens > 0
+    # tool_choice "required" makes the model call the environment's tool with an answer.
+    assert all_steps, "no model call was a step of the environment"
     total = stored.stats.model_usage[model_id]
     assert total.output_tokens == sum(s.model_usage[model_id].output_tokens for s in stored.samples)
     assert stored.results is not None and stored.results.completed_samples == 2

@@ -520,6 +520,39 @@ def test_claude_code_model_failure_is_an_infrastructure_error(tmp_path: Path) ->
 
 
 @pytest.mark.slow
+@needs_claude
+def test_claude_code_overlong_answer_ends_the_turn_not_the_episode(tmp_path: Path) -> None:
+    """A reply stopped at its token limit is what the model said: Claude Code gives up on it,
+    and the turn ends with an error event, not an infrastructure failure; the next turn runs."""
+    def reply(request: Any) -> ScriptedReply:
+        # Every call of the first turn runs into the limit (Claude Code may ask again).
+        said = json.dumps(request.body.get("messages"))
+        if "Say a little." in said:
+            return ScriptedReply(text="Short this time.")
+        return ScriptedReply(text="words " * 20, stop_reason="max_tokens")
+
+    with ModelStandIn(reply) as model:
+        config = HarnessConfig(name="claude-code", model_url=model.url, model="standin")
+        adapter = ClaudeCodeAdapter(config, model_attempts=1)
+
+        async def go() -> tuple[Any, Any]:
+            await adapter.start(str(tmp_path))
+            try:
+                first = await adapter.send_message("Say a lot.")
+                second = await adapter.send_message("Say a little.")
+            finally:
+                await adapter.stop()
+            return first, second
+
+        first, second = asyncio.run(go())
+    errors = [e.data["message"] for e in first.events if e.type == "error"]
+    assert errors and "output token maximum" in errors[0]
+    assert first.response == "" and not first.done
+    assert second.response == "Short this time."
+    assert _agent_processes() == []
+
+
+@pytest.mark.slow
 @needs_git
 @needs_mini
 def test_the_docs_worked_example_runs() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,8 +40,8 @@ class SamplingParams:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     top_logprobs: int = 0
-    #: Strings that end the answer but stay in it (the close of a required tool call).
-    end_after: list[str] = field(default_factory=list)
+    #: Ends the answer once the text so far satisfies it (a required tool call is complete).
+    end_when: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -121,12 +121,14 @@ class GenerationEngine:
         *,
         cancelled: threading.Event | None = None,
         generator: Any = None,
-        forced: Sequence[int] = (),
+        forced: Sequence[Sequence[int]] = (),
     ) -> Iterator[GeneratedToken]:
         """Yield tokens as they are made; the last one carries ``finish_reason`` (``stop`` at
         an end-of-turn token or a stop string, ``length`` at ``max_tokens`` or the context's
-        end, ``abort`` when ``cancelled`` is set). The first tokens are ``forced`` ones (the
-        start of a required tool call), reported with the model's own logprobs for them."""
+        end, ``abort`` when ``cancelled`` is set). The answer starts with one of the ``forced``
+        token sequences (the opening of a required tool call, one per tool), the one the model
+        finds likeliest at temperature 0, else sampled by the model's own probabilities for
+        each; forced tokens are reported with the model's logprobs for them."""
         import torch
 
         budget = min(params.max_tokens, self.context_length - len(prompt_ids))
@@ -140,6 +142,7 @@ class GenerationEngine:
                 generator.manual_seed(params.seed)
         warpers = _warpers(params)
         with self._lock, torch.inference_mode():
+            start = self._choose(prompt_ids, forced, params, generator) if forced else []
             output = self._forward(torch.tensor([list(prompt_ids)], dtype=torch.long), None)
             past = self._cache_of(output)
             logits = output.logits[:, -1, :].float()
@@ -147,8 +150,8 @@ class GenerationEngine:
             text, sent = "", 0  # the answer so far, and how much of it was yielded
             for index in range(budget):
                 raw = torch.log_softmax(logits, dim=-1)
-                if index < len(forced):
-                    token = int(forced[index])
+                if index < len(start):
+                    token = int(start[index])
                 elif params.temperature <= 0:
                     token = int(torch.argmax(logits, dim=-1).item())
                 else:
@@ -174,7 +177,7 @@ class GenerationEngine:
                         hit = _first_stop(text, params.stop)
                         if hit is not None:
                             finish, text, ready = "stop", text[:hit], hit
-                        elif any(end and end in text[sent:] for end in params.end_after):
+                        elif params.end_when is not None and params.end_when(text):
                             finish = "stop"
                         else:
                             ready = len(text) - _stop_prefix_length(text, params.stop)
@@ -191,6 +194,53 @@ class GenerationEngine:
                 output = self._forward(torch.tensor([[token]], dtype=torch.long), past)
                 past = self._cache_of(output)
                 logits = output.logits[:, -1, :].float()
+
+    def _choose(
+        self,
+        prompt_ids: Sequence[int],
+        options: Sequence[Sequence[int]],
+        params: SamplingParams,
+        generator: Any,
+    ) -> list[int]:
+        """One of `options` to start the answer with, by the model's probability of each
+        after the prompt: one batched forward pass over every option, left-padded so they all
+        end together."""
+        import torch
+
+        if len(options) == 1:
+            return list(options[0])
+        longest = max(len(option) for option in options)
+        total = len(prompt_ids) + longest
+        rows, masks = [], []
+        for option in options:
+            pad = longest - len(option)
+            rows.append([0] * pad + list(prompt_ids) + list(option))
+            masks.append([0] * pad + [1] * (total - pad))
+        mask = torch.tensor(masks, dtype=torch.long)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        kwargs: dict[str, Any] = {
+            "input_ids": torch.tensor(rows, dtype=torch.long),
+            "attention_mask": mask,
+            "position_ids": positions,
+            "use_cache": False,
+        }
+        if self._trim_logits:
+            kwargs["logits_to_keep"] = longest + 1
+        logits = self.model(**kwargs).logits[:, -(longest + 1) : -1, :].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        scores = []
+        for row, option in enumerate(options):
+            offset = longest - len(option)  # the option's tokens are the last len(option)
+            picked = logprobs[row, offset:, :].gather(
+                -1, torch.tensor(list(option), dtype=torch.long).unsqueeze(-1)
+            )
+            scores.append(float(picked.sum()))
+        if params.temperature <= 0:
+            best = max(range(len(options)), key=lambda i: scores[i])
+        else:
+            weights = torch.softmax(torch.tensor(scores) / params.temperature, dim=-1)
+            best = int(torch.multinomial(weights, 1, generator=generator).item())
+        return list(options[best])
 
     def _forward(self, input_ids: Any, cache: Any) -> Any:
         kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": True}

@@ -55,7 +55,7 @@ from openenv.core.harness.capture.dialects import (
 from openenv.core.harness.capture.serving import BackgroundServing, ThreadedServer
 
 from .engine import ContextLengthError, GeneratedToken, GenerationEngine, SamplingParams
-from .tool_format import CALL_CLOSE, CALL_OPEN, parse_answer, safe_prefix_length
+from .tool_format import CALL_OPEN, call_is_complete, parse_answer, safe_prefix_length
 
 __all__ = ["ChatRequest", "ModelServer", "create_app", "load_engine", "request_counts"]
 
@@ -120,19 +120,25 @@ class ChatRequest(BaseModel):
             top_logprobs=self.top_logprobs or 0 if self.logprobs else 0,
         )
 
-    def forced_call_text(self) -> str:
-        """The opening of a tool call the answer must start with (``required`` or a named
-        function), or ``""``."""
+    def forced_call_openings(self) -> list[str]:
+        """The openings a tool call must start the answer with (``required``: one per tool,
+        the model picks; a named function: that one), or none. Each ends where the model
+        writes the arguments object's first key, so it cannot give a bare value instead."""
         if not self.tools:
-            return ""
+            return []
+        names: list[str] = []
         choice = self.tool_choice
         if choice == "required":
-            return f'{CALL_OPEN}\n{{"name": "'
-        if isinstance(choice, dict):
+            names = [
+                str((tool.get("function") or tool).get("name"))
+                for tool in self.tools
+                if (tool.get("function") or tool).get("name")
+            ]
+        elif isinstance(choice, dict):
             name = (choice.get("function") or {}).get("name")
             if isinstance(name, str) and name:
-                return f'{CALL_OPEN}\n{{"name": {json.dumps(name)}, "arguments": '
-        return ""
+                names = [name]
+        return [f'{CALL_OPEN}\n{{"name": {json.dumps(name)}, "arguments": {{' for name in names]
 
     def parses_tools(self) -> bool:
         return bool(self.tools) and self.tool_choice != "none"
@@ -175,7 +181,7 @@ class _Model:
         self.max_tokens_limit = max_tokens_limit
         self.count_tokens: Callable[[str, int], None] = lambda kind, n: None
 
-    def prepare(self, request: ChatRequest) -> tuple[list[int], SamplingParams, list[int]]:
+    def prepare(self, request: ChatRequest) -> tuple[list[int], SamplingParams, list[list[int]]]:
         tools = [t for t in request.tools or [] if isinstance(t, dict)]
         try:
             prompt = self.engine.prompt_ids(request.messages, tools or None)
@@ -183,13 +189,15 @@ class _Model:
             raise _BadRequest(str(exc)) from exc
         except Exception as exc:  # the template refused the messages
             raise _BadRequest(f"the chat template could not render the messages: {exc}") from exc
-        forced_text = request.forced_call_text()
-        forced = list(self.engine.tokenizer.encode(forced_text, add_special_tokens=False))
+        forced = [
+            list(self.engine.tokenizer.encode(opening, add_special_tokens=False))
+            for opening in request.forced_call_openings()
+        ]
         params = request.sampling(self.default_max_tokens)
         if self.max_tokens_limit:
             params.max_tokens = min(params.max_tokens, self.max_tokens_limit)
-        if forced:  # one call is what was asked for: end the answer when it is closed
-            params.end_after = [CALL_CLOSE]
+        if forced:  # a call is what was asked for: the answer ends when its JSON closes
+            params.end_when = call_is_complete
         return prompt, params, forced
 
     def token_entry(self, token: GeneratedToken) -> dict[str, Any]:
@@ -373,7 +381,11 @@ def create_app(
 
 
 def _generate_all(
-    served: _Model, prompt: list[int], params: SamplingParams, forced: list[int], n: int
+    served: _Model,
+    prompt: list[int],
+    params: SamplingParams,
+    forced: list[list[int]],
+    n: int,
 ) -> list[_Choice]:
     import torch
 
@@ -394,7 +406,7 @@ async def _stream(
     request: ChatRequest,
     prompt: list[int],
     params: SamplingParams,
-    forced: list[int],
+    forced: list[list[int]],
     request_id: str,
 ) -> AsyncIterator[str]:
     """``chat.completion.chunk`` events as tokens are made: content as soon as it cannot be

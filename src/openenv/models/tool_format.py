@@ -11,7 +11,6 @@ model wrote, as with vLLM), so a malformed call is the agent's problem, never a 
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ __all__ = [
     "CALL_CLOSE",
     "CALL_OPEN",
     "ParsedAnswer",
+    "call_is_complete",
     "messages_for_template",
     "parse_answer",
     "safe_prefix_length",
@@ -31,7 +31,6 @@ __all__ = [
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
-_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 
 def tools_system_text(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -115,33 +114,49 @@ class ParsedAnswer:
 
 
 def parse_answer(text: str) -> ParsedAnswer:
-    """Tool calls out of ``text``; all of them parse, or the whole answer stays text."""
+    """Tool calls out of ``text``: each ``<tool_call>`` opens one JSON object (whatever follows
+    it before the next tag, a closing tag cut off by the token limit included, is dropped, as
+    vLLM's parser drops text after a call). All of them parse, or the whole answer stays text."""
     start = text.find(CALL_OPEN)
     if start < 0:
         return ParsedAnswer(text)
     calls: list[dict[str, Any]] = []
-    for block in _BLOCK.findall(text[start:]):
-        try:
-            payload = json.loads(block)
-        except json.JSONDecodeError:
+    for block in text[start:].split(CALL_OPEN)[1:]:
+        call = _call_of(block)
+        if call is None:
             return ParsedAnswer(text)
-        if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
-            return ParsedAnswer(text)
-        arguments = payload.get("arguments", payload.get("parameters", {}))
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                return ParsedAnswer(text)
-        if not isinstance(arguments, dict):
-            return ParsedAnswer(text)
-        calls.append(
-            {"id": f"call_{uuid.uuid4().hex[:24]}", "name": payload["name"], "arguments": arguments}
-        )
-    if not calls:
-        return ParsedAnswer(text)
+        calls.append(call)
     before = text[:start].rstrip()
     return ParsedAnswer(before or None, calls)
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _call_of(block: str) -> dict[str, Any] | None:
+    """The call whose JSON object starts ``block``, or None."""
+    try:
+        payload, _ = _DECODER.raw_decode(block.lstrip())
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
+        return None
+    arguments = payload.get("arguments", payload.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return {"id": f"call_{uuid.uuid4().hex[:24]}", "name": payload["name"], "arguments": arguments}
+
+
+def call_is_complete(text: str) -> bool:
+    """Whether ``text`` holds a tool call whose JSON object is closed (where a required call
+    ends: the rest would be the model rambling on after it)."""
+    start = text.find(CALL_OPEN)
+    return start >= 0 and _call_of(text[start + len(CALL_OPEN) :]) is not None
 
 
 def safe_prefix_length(text: str) -> int:

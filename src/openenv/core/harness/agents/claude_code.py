@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -57,6 +58,11 @@ def find_claude(explicit: Optional[str] = None) -> Optional[str]:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+#: Claude Code's result when a reply stopped at the token limit ("Claude's response exceeded
+#: the 32000 output token maximum ..."), whatever limit it names.
+_OVERLONG = re.compile(r"exceeded the \d+ output token maximum")
 
 
 class ClaudeCodeAdapter(AgenticHarnessAdapter):
@@ -302,7 +308,17 @@ class ClaudeCodeAdapter(AgenticHarnessAdapter):
                     )
                 )
         elif kind == "result":
-            if frame.get("is_error") and frame.get("subtype") == "success":
+            if frame.get("is_error") and _OVERLONG.search(str(frame.get("result") or "")):
+                # The model's own answer ran into its token limit (Claude Code gives up on such
+                # a reply): what the model said, not a broken model call. The turn ends.
+                events.append(
+                    HarnessEvent(
+                        type=HarnessEventType.ERROR,
+                        data={"message": str(frame.get("result")), "recoverable": True},
+                    )
+                )
+                frame = {**frame, "subtype": "success", "result": ""}
+            elif frame.get("is_error") and frame.get("subtype") == "success":
                 # The model call itself failed (unreachable, refused): infrastructure.
                 raise HarnessError(f"Claude Code's model call failed: {frame.get('result')}")
             if frame.get("subtype") != "success":
