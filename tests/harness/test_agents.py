@@ -524,6 +524,7 @@ def test_claude_code_model_failure_is_an_infrastructure_error(tmp_path: Path) ->
 def test_claude_code_overlong_answer_ends_the_turn_not_the_episode(tmp_path: Path) -> None:
     """A reply stopped at its token limit is what the model said: Claude Code gives up on it,
     and the turn ends with an error event, not an infrastructure failure; the next turn runs."""
+
     def reply(request: Any) -> ScriptedReply:
         # Every call of the first turn runs into the limit (Claude Code may ask again).
         said = json.dumps(request.body.get("messages"))

@@ -64,11 +64,21 @@ def messages_as_text(messages: list[Message], tokenizer: Any) -> str:
 class SingleTurnAdapter(HarnessAdapter):
     """One model turn per episode: the completion's text becomes one tool call (`act` for a
     reset/step environment: `argument` names the action field it fills). Fits environments
-    that score an answer, and models that were never taught a tool-call format."""
+    that score an answer, and models that were never taught a tool-call format.
 
-    def __init__(self, argument: str, tool: str = ACT_TOOL) -> None:
+    `parse(text)`, when given, turns the completion's text into the argument (e.g. the last
+    number of a chatty reply); the environment still scores what it is sent. By default the
+    text is sent as it is."""
+
+    def __init__(
+        self,
+        argument: str,
+        tool: str = ACT_TOOL,
+        parse: Callable[[str], str] | None = None,
+    ) -> None:
         self.argument = argument
         self.tool = tool
+        self.parse = parse
 
     def run_white_box(
         self,
@@ -81,7 +91,7 @@ class SingleTurnAdapter(HarnessAdapter):
         step = model_step(messages, session.list_tools(), dict(limits.sampling))
         text = step.response.content or ""
         messages.append(step.response.to_message_dict())
-        arguments = {self.argument: text}
+        arguments = {self.argument: text if self.parse is None else self.parse(text)}
         # A failure here is the environment's (the completion is any text): it propagates and
         # the rollout layer counts it as an infrastructure failure.
         tool_result = session.call_tool(self.tool, arguments)
