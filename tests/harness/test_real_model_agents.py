@@ -199,7 +199,7 @@ def test_mini_swe_agent_plays_an_episode_against_the_real_model(
         session_timeout_s=600,
     )
     adapter = MiniSweAgentAdapter(config, step_limit=3, model_attempts=1)
-    episode = _play(model, adapter, env, [task, "Go on, then submit."])
+    episode = _play(model, adapter, env, [task])
     _check_record(episode, model.engine.tokenizer)
     assert episode.final.reward == grade(env)
 
@@ -225,7 +225,7 @@ def test_claude_code_plays_an_episode_against_the_real_model(
     adapter = ClaudeCodeAdapter(
         config, model_attempts=1, tools=CLAUDE_TOOLS, system_prompt=CLAUDE_PROMPT
     )
-    episode = _play(model, adapter, env, [task, "Go on, then submit."])
+    episode = _play(model, adapter, env, [task])
     _check_record(episode, model.engine.tokenizer)
     # Claude Code spoke the Anthropic dialect; the proxy converted it for the OpenAI server.
     assert {call["dialect"] for call in episode.calls} == {"anthropic"}
