@@ -263,3 +263,31 @@ def test_metrics_count_answered_and_refused_requests(
     assert after.get("answered", 0) == before.get("answered", 0) + 1
     assert after.get("refused", 0) == before.get("refused", 0) + 1
     assert real_model.requests_answered() == after["answered"]
+
+
+def test_logit_bias_steers_the_answer_and_bad_ids_are_refused(
+    real_model: Any, client: openai.OpenAI
+) -> None:
+    tokenizer = real_model.engine.tokenizer
+    (banana,) = tokenizer.encode("Banana", add_special_tokens=False)[:1]
+    reply = _chat(
+        client,
+        temperature=0,
+        max_tokens=1,
+        logit_bias={str(banana): 100},
+        extra_body={"return_token_ids": True},
+    )
+    assert reply["choices"][0]["token_ids"] == [banana]
+    with pytest.raises(openai.BadRequestError, match="logit_bias"):
+        _chat(client, max_tokens=1, logit_bias={"99999999": 5})
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(real_model: Any) -> None:
+    response = httpx.post(
+        real_model.url + "/v1/chat/completions",
+        content=b"x" * (17 * 1024 * 1024),
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
+    assert response.status_code == 413
+    assert "request body over" in response.json()["error"]["message"]

@@ -40,6 +40,8 @@ class SamplingParams:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     top_logprobs: int = 0
+    #: OpenAI's logit_bias: token id -> a number added to its logit before sampling.
+    logit_bias: dict[int, float] = field(default_factory=dict)
     #: Ends the answer once the text so far satisfies it (a required tool call is complete).
     end_when: Callable[[str], bool] | None = None
 
@@ -143,6 +145,7 @@ class GenerationEngine:
         warpers = _warpers(params)
         with self._lock, torch.inference_mode():
             start = self._choose(prompt_ids, forced, params, generator) if forced else []
+            bias = _bias_vector(params.logit_bias)
             output = self._forward(torch.tensor([list(prompt_ids)], dtype=torch.long), None)
             past = self._cache_of(output)
             logits = output.logits[:, -1, :].float()
@@ -153,9 +156,9 @@ class GenerationEngine:
                 if index < len(start):
                     token = int(start[index])
                 elif params.temperature <= 0:
-                    token = int(torch.argmax(logits, dim=-1).item())
+                    token = int(torch.argmax(_biased(logits, bias), dim=-1).item())
                 else:
-                    scores = logits
+                    scores = _biased(logits, bias)
                     history = torch.tensor([list(prompt_ids) + generated], dtype=torch.long)
                     for warper in warpers:
                         scores = warper(history, scores)
@@ -254,6 +257,25 @@ class GenerationEngine:
     def _cache_of(output: Any) -> Any:
         cache = getattr(output, "cache", None)
         return cache if cache is not None else output.past_key_values
+
+
+def _bias_vector(bias: Mapping[int, float]) -> Any:
+    """``(ids, values)`` tensors for `_biased`, or None without a bias."""
+    import torch
+
+    if not bias:
+        return None
+    ids = torch.tensor(list(bias), dtype=torch.long)
+    return ids, torch.tensor([float(v) for v in bias.values()])
+
+
+def _biased(logits: Any, bias: Any) -> Any:
+    if bias is None:
+        return logits
+    ids, values = bias
+    shifted = logits.clone()
+    shifted[0, ids] += values
+    return shifted
 
 
 def _stop_prefix_length(text: str, stops: Sequence[str]) -> int:

@@ -65,6 +65,8 @@ logger = logging.getLogger(__name__)
 #: context, minutes of CPU for a model that rambles).
 DEFAULT_MAX_TOKENS = 512
 MAX_CHOICES = 16
+#: Far more than the context holds: a larger body is refused before it is read.
+MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_TOP_LOGPROBS = 20
 
 
@@ -95,6 +97,7 @@ class ChatRequest(BaseModel):
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     return_token_ids: bool = False
+    logit_bias: dict[int, float] | None = None
 
     @field_validator("messages")
     @classmethod
@@ -117,6 +120,7 @@ class ChatRequest(BaseModel):
             frequency_penalty=self.frequency_penalty,
             seed=self.seed,
             stop=stops,
+            logit_bias=dict(self.logit_bias or {}),
             top_logprobs=self.top_logprobs or 0 if self.logprobs else 0,
         )
 
@@ -189,6 +193,10 @@ class _Model:
             raise _BadRequest(str(exc)) from exc
         except Exception as exc:  # the template refused the messages
             raise _BadRequest(f"the chat template could not render the messages: {exc}") from exc
+        vocabulary = len(self.engine.tokenizer)
+        bad = [t for t in request.logit_bias or {} if not 0 <= t < vocabulary]
+        if bad:
+            raise _BadRequest(f"logit_bias names token ids outside [0, {vocabulary}): {bad[:5]}")
         forced = [
             list(self.engine.tokenizer.encode(opening, add_special_tokens=False))
             for opening in request.forced_call_openings()
@@ -275,7 +283,11 @@ def create_app(
     served.count_tokens = lambda kind, n: tokens_total.labels(kind).inc(n)
 
     async def chat(request: Request) -> Response:
-        response = await answer(request)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            response: Response = _error(413, f"request body over {MAX_BODY_BYTES} bytes")
+        else:
+            response = await answer(request)
         requests_total.labels("answered" if response.status_code == 200 else "refused").inc()
         return response
 
