@@ -12,7 +12,8 @@ unchanged:
   in the Hermes format (`tool_format`); ``required`` and a named function start the answer
   with the call's opening, as vLLM's structured output makes the model call one;
 - ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``, ``presence_penalty``,
-  ``frequency_penalty``, ``stop``, ``max_tokens``/``max_completion_tokens``, ``n`` and ``seed``;
+  ``frequency_penalty``, ``logit_bias``, ``stop``, ``max_tokens``/``max_completion_tokens``,
+  ``n`` and ``seed``;
 - ``GET /v1/models``, ``GET /health``, ``POST /tokenize`` and ``POST /detokenize``;
 - ``GET /metrics``: requests answered and refused, tokens read and generated (Prometheus),
   so a test or an example can check that every call the model answered was recorded.
