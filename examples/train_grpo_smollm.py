@@ -1,10 +1,11 @@
 """TRL's GRPOTrainer trains a real pretrained model, SmolLM2-135M-Instruct, against a served
 environment, on CPU.
 
-The task is reasoning-gym's `basic_arithmetic` restricted to single-digit additions ("What is
-7 + 6?"), served by `envs/reasoning_gym_env` (the local provider starts it in a child process,
-or `--base-url` points at a running server). The model reads the question through its chat
-template with the instruction "Reply with <answer>N</answer>." and answers in free text.
+The task is reasoning-gym's `basic_arithmetic` restricted to adding two numbers from 0 to 10
+(its one-digit setting: "What is 7 + 6?"), served by `envs/reasoning_gym_env` (the local
+provider starts it in a child process, or `--base-url` points at a running server). The model
+reads the question through its chat template with the instruction "Reply with
+<answer>N</answer>." and answers in free text.
 
 The reward is the environment's. Each completion becomes one episode on the served environment
 (`openenv.integrations.trl.rollout_func`): the completion's answer (the number inside
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 DATASET = "basic_arithmetic"
-#: two single-digit numbers added: the pretrained model gets about a third right when sampled
+#: two numbers from 0 to 10 added: the pretrained model gets about a fifth right when sampled
 DATASET_CONFIG: dict[str, Any] = {
     "min_terms": 2,
     "max_terms": 2,
@@ -376,7 +377,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
     figure, (bars, curve) = plt.subplots(1, 2, figsize=(10, 4))
     temperature = results["settings"]["temperature"]
     stages = ["before", "after"]
-    for offset, mode, label in ((-0.2, "greedy", "greedy"), (0.2, "sampled", f"T={temperature:g}")):
+    for offset, mode, label in (
+        (-0.2, "greedy", "greedy"),
+        (0.2, "sampled", f"sampled, T={temperature:g}"),
+    ):
         values = [results["eval"][stage][mode]["env_reward"] for stage in stages]
         xs = [x + offset for x in range(len(stages))]
         bars.bar(xs, values, width=0.4, label=f"{label}")
@@ -410,27 +414,6 @@ def plot(results: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=80)
     plt.close(figure)
-
-
-def drop_stale_gguf_quantizer(model: Any) -> bool:
-    """The converted checkpoint's config still names its GGUF source (`quantization_config`),
-    so transformers attaches a GGUF quantizer to a model whose weights are plain float32, and
-    `Trainer` refuses to fine-tune a "quantized" model. The weights are not quantized: drop the
-    stale quantizer. Returns whether there was one."""
-    import torch
-
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is None or type(quantizer).__name__ != "GgufHfQuantizer":
-        return False
-    if any(not p.dtype.is_floating_point or p.dtype != torch.float32 for p in model.parameters()):
-        raise RuntimeError("the model's weights are quantized: it cannot be fine-tuned as is")
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model, "quantization_method"):
-        del model.quantization_method
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    return True
 
 
 class _Stage:
@@ -486,8 +469,6 @@ def run(
         stage.name = "loading SmolLM2-135M-Instruct"
         folder = ensure_checkpoint()
         model, tokenizer = load_model(folder)
-        if drop_stale_gguf_quantizer(model):
-            console.log("dropped the GGUF quantizer the converted config left (float32 weights)")
         before = {name: p.detach().clone() for name, p in model.named_parameters()}
         parameters = sum(p.numel() for p in model.parameters())
         console.log(f"{DEFAULT_MODEL_NAME}: {parameters:,} parameters, from {folder}")

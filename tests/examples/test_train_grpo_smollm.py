@@ -78,7 +78,6 @@ def test_grpo_trains_smollm_on_the_served_environments_rewards(
 
     torch.manual_seed(0)
     model, tokenizer = load_model()
-    example.drop_stale_gguf_quantizer(model)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     settings = example.Settings(
         steps=2,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -84,6 +85,18 @@ def _complete(folder: Path) -> bool:
     return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
 
 
+def _drop_gguf_origin(folder: Path) -> None:
+    """A config that still names its GGUF source (``quantization_config``) makes transformers
+    treat the float32 weights as quantized, and `Trainer` refuses to train them: remove it
+    (from checkpoints converted before it was dropped at conversion, too)."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    if config.pop("quantization_config", None) is not None:
+        staged = path.with_suffix(".json.tmp")
+        staged.write_text(json.dumps(config, indent=2) + "\n")
+        staged.replace(path)
+
+
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
     root.mkdir(parents=True, exist_ok=True)
@@ -99,12 +112,13 @@ def ensure_checkpoint(root: Path | None = None) -> Path:
     """The converted checkpoint's folder, converting the GGUF file first if needed."""
     root = root or cache_root()
     folder = root / DEFAULT_MODEL_NAME
-    if _complete(folder):
+    if _complete(folder) and "quantization_config" not in (folder / "config.json").read_text():
         return folder
     _require_libraries()
     source = gguf_path()
     with _locked(root):
         if _complete(folder):  # another process converted it while this one waited
+            _drop_gguf_origin(folder)
             return folder
         staging = Path(tempfile.mkdtemp(prefix=f".{DEFAULT_MODEL_NAME}-", dir=root))
         staging.chmod(0o755)  # mkdtemp makes it private; the cache is for every user
@@ -129,6 +143,7 @@ def _convert(source: Path, target: Path) -> None:
     plain.generation_config = quantized.generation_config
     plain.save_pretrained(target, safe_serialization=True)
     tokenizer.save_pretrained(target)
+    _drop_gguf_origin(target)
 
 
 def load_tokenizer(folder: Path | str | None = None) -> Any:
