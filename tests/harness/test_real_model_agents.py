@@ -17,9 +17,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,17 +34,6 @@ from openenv.models.tool_format import parse_answer
 
 # Each episode is minutes of CPU for the model on a loaded 2-core machine.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="repo_env needs git")
-needs_mini = pytest.mark.skipif(
-    importlib.util.find_spec("minisweagent") is None,
-    reason="mini-swe-agent is not installed (the dev group and the `harness` extra have it)",
-)
-needs_claude = pytest.mark.skipif(
-    find_claude() is None,
-    reason="Claude Code is not installed (npm install --prefix "
-    "~/.cache/openenv-tests/claude-code @anthropic-ai/claude-code; .ci/run does)",
-)
 
 #: Claude Code's own prompt and tool list take ~22,000 tokens, more than the model's 8,192.
 CLAUDE_TOOLS = ["Bash", "Read", "Edit"]
@@ -163,71 +151,50 @@ def _terminal_grade(terminal: Any) -> float:
 
 REPO_TASK = "toRoman in src/roman/__init__.py accepts non-integers. Make it raise for them."
 TERMINAL_TASK = "Create a file named hello.txt whose only line is exactly: Hello, world!"
-
-CASES: list[tuple[str, Callable[[Any], Path], Callable[[Any], float], str]] = [
-    ("repo", lambda env: Path(env.host_workspace), _repo_grade, REPO_TASK),
-    ("terminal", lambda env: Path(env.host_workspace), _terminal_grade, TERMINAL_TASK),
-]
+ENVIRONMENTS = {"repo": (_repo_grade, REPO_TASK), "terminal": (_terminal_grade, TERMINAL_TASK)}
 
 
-def _environment(request: pytest.FixtureRequest, kind: str) -> Any:
+def _mini_swe_agent(config: HarnessConfig) -> AgenticHarnessAdapter:
+    if importlib.util.find_spec("minisweagent") is None:
+        pytest.skip("mini-swe-agent is not installed (the dev group and the `harness` extra)")
+    return MiniSweAgentAdapter(config, step_limit=3, model_attempts=1)
+
+
+def _claude_code(config: HarnessConfig) -> AgenticHarnessAdapter:
+    if find_claude() is None:
+        pytest.skip(
+            "Claude Code is not installed (npm install --prefix "
+            "~/.cache/openenv-tests/claude-code @anthropic-ai/claude-code; .ci/run does)"
+        )
+    return ClaudeCodeAdapter(
+        config, model_attempts=1, tools=CLAUDE_TOOLS, system_prompt=CLAUDE_PROMPT
+    )
+
+
+AGENTS = {"mini-swe-agent": _mini_swe_agent, "claude-code": _claude_code}
+
+
+@pytest.mark.parametrize("kind", sorted(ENVIRONMENTS))
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_a_real_agent_plays_an_episode_against_the_real_model(
+    request: pytest.FixtureRequest, model: ModelServer, agent: str, kind: str
+) -> None:
     if kind == "repo" and shutil.which("git") is None:
         pytest.skip("repo_env needs git")
-    return request.getfixturevalue(kind)
-
-
-# -- the agents ----------------------------------------------------------------------------------
-
-
-@needs_mini
-@pytest.mark.parametrize(("kind", "workspace", "grade", "task"), CASES, ids=[c[0] for c in CASES])
-def test_mini_swe_agent_plays_an_episode_against_the_real_model(
-    request: pytest.FixtureRequest,
-    model: ModelServer,
-    kind: str,
-    workspace: Callable[[Any], Path],
-    grade: Callable[[Any], float],
-    task: str,
-) -> None:
-    env = _environment(request, kind)
+    env = request.getfixturevalue(kind)
+    grade, task = ENVIRONMENTS[kind]
     config = HarnessConfig(
-        name="mini-swe-agent",
-        working_directory=str(workspace(env)),
+        name=agent,
+        working_directory=str(env.host_workspace),  # the agent works on the episode's files
         model_url=model.url,
         model=model.model_name,
         startup_timeout_s=120,
         session_timeout_s=600,
     )
-    adapter = MiniSweAgentAdapter(config, step_limit=3, model_attempts=1)
-    episode = _play(model, adapter, env, [task])
+    episode = _play(model, AGENTS[agent](config), env, [task])
     _check_record(episode, model.engine.tokenizer)
-    assert episode.final.reward == grade(env)
-
-
-@needs_claude
-@pytest.mark.parametrize(("kind", "workspace", "grade", "task"), CASES, ids=[c[0] for c in CASES])
-def test_claude_code_plays_an_episode_against_the_real_model(
-    request: pytest.FixtureRequest,
-    model: ModelServer,
-    kind: str,
-    workspace: Callable[[Any], Path],
-    grade: Callable[[Any], float],
-    task: str,
-) -> None:
-    env = _environment(request, kind)
-    config = HarnessConfig(
-        name="claude-code",
-        working_directory=str(workspace(env)),
-        model_url=model.url,
-        model=model.model_name,
-        session_timeout_s=600,
-    )
-    adapter = ClaudeCodeAdapter(
-        config, model_attempts=1, tools=CLAUDE_TOOLS, system_prompt=CLAUDE_PROMPT
-    )
-    episode = _play(model, adapter, env, [task])
-    _check_record(episode, model.engine.tokenizer)
-    # Claude Code spoke the Anthropic dialect; the proxy converted it for the OpenAI server.
-    assert {call["dialect"] for call in episode.calls} == {"anthropic"}
-    assert {call["upstream_dialect"] for call in episode.calls} == {"openai_chat"}
+    if agent == "claude-code":
+        # It spoke the Anthropic dialect; the proxy converted it for the OpenAI server.
+        assert {call["dialect"] for call in episode.calls} == {"anthropic"}
+        assert {call["upstream_dialect"] for call in episode.calls} == {"openai_chat"}
     assert episode.final.reward == grade(env)
