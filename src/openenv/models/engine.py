@@ -18,7 +18,13 @@ from typing import Any
 
 from .tool_format import messages_for_template
 
-__all__ = ["ContextLengthError", "GeneratedToken", "GenerationEngine", "SamplingParams"]
+__all__ = [
+    "ContextLengthError",
+    "GeneratedToken",
+    "GenerationEngine",
+    "SamplingParams",
+    "sampling_generator",
+]
 
 
 class ContextLengthError(ValueError):
@@ -137,11 +143,7 @@ class GenerationEngine:
         if budget <= 0:
             return
         if generator is None:
-            generator = torch.Generator()
-            if params.seed is None:
-                generator.seed()
-            else:
-                generator.manual_seed(params.seed)
+            generator = sampling_generator(params.seed)
         warpers = _warpers(params)
         with self._lock, torch.inference_mode():
             start = self._choose(prompt_ids, forced, params, generator) if forced else []
@@ -257,6 +259,19 @@ class GenerationEngine:
     def _cache_of(output: Any) -> Any:
         cache = getattr(output, "cache", None)
         return cache if cache is not None else output.past_key_values
+
+
+def sampling_generator(seed: int | None) -> Any:
+    """A `torch.Generator` for one request: seeded when the request names a seed (the same
+    tokens every time), else from fresh entropy."""
+    import torch
+
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    return generator
 
 
 def _bias_vector(bias: Mapping[int, float]) -> Any:

@@ -55,7 +55,13 @@ from openenv.core.harness.capture.dialects import (
 )
 from openenv.core.harness.capture.serving import BackgroundServing, ThreadedServer
 
-from .engine import ContextLengthError, GeneratedToken, GenerationEngine, SamplingParams
+from .engine import (
+    ContextLengthError,
+    GeneratedToken,
+    GenerationEngine,
+    SamplingParams,
+    sampling_generator,
+)
 from .tool_format import CALL_OPEN, call_is_complete, parse_answer, safe_prefix_length
 
 __all__ = ["ChatRequest", "ModelServer", "create_app", "load_engine", "request_counts"]
@@ -122,7 +128,7 @@ class ChatRequest(BaseModel):
             seed=self.seed,
             stop=stops,
             logit_bias=dict(self.logit_bias or {}),
-            top_logprobs=self.top_logprobs or 0 if self.logprobs else 0,
+            top_logprobs=(self.top_logprobs or 0) if self.logprobs else 0,
         )
 
     def forced_call_openings(self) -> list[str]:
@@ -400,13 +406,7 @@ def _generate_all(
     forced: list[list[int]],
     n: int,
 ) -> list[_Choice]:
-    import torch
-
-    generator = torch.Generator()
-    if params.seed is None:
-        generator.seed()
-    else:
-        generator.manual_seed(params.seed)
+    generator = sampling_generator(params.seed)  # one for all n choices: they differ
     choices = []
     for _ in range(n):
         tokens = served.engine.generate(prompt, params, generator=generator, forced=forced)
