@@ -2,15 +2,21 @@
 
 Every case runs twice on fresh servers built the same way: once as the environment calls it (the
 direct path where allowed) and once through `FastMCP.call_tool`, and the outcomes must match:
-result payload, error type and message. Other tests check that the direct path is really taken
-where it may be, and that whatever it cannot reproduce (user middleware, server or session
-visibility rules, auth, a tracer, tools changed after the first call) goes through `call_tool`.
+result type and fields, wire payload, exception type, error type and message, and what fastmcp
+logged. Other tests check that the direct path is really taken where it may be, and that
+whatever it cannot reproduce (user middleware, server or session visibility rules, auth, a
+tracer, tools changed after the first call) goes through `call_tool`.
+
+These run on every fastmcp series in `VERIFIED_SERIES`: in the project's venv on the locked one,
+and in .ci/fastmcp-newest.sh on the newest that pyproject allows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
+import re
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
@@ -21,6 +27,8 @@ from fastmcp.dependencies import Shared
 from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_context, get_server
 from fastmcp.server.middleware import Middleware
+from fastmcp.tools.base import ToolResult
+from fastmcp.tools.function_tool import FunctionTool
 from packaging.version import Version
 from pydantic import BaseModel
 
@@ -103,6 +111,23 @@ def build_tools(mask_error_details: bool = False) -> FastMCP:
     async def with_shared(connection: dict = Shared(_open_connection)) -> str:
         return "connected" if connection["number"] else "not connected"
 
+    @mcp.tool
+    async def not_a_number() -> dict:
+        # JSON has no NaN: fastmcp 4.1 writes null, 4.2 refuses the result.
+        return {"value": float("nan")}
+
+    @mcp.tool
+    def sync_fails() -> int:
+        raise RuntimeError("sync body failed")
+
+    # Output schemas of tools must be objects when made; one changed afterwards declares
+    # non-object structured content, which fastmcp 4.2's `Tool._run` marks.
+    async def listed() -> ToolResult:
+        return ToolResult(content="listed", structured_content={"items": [1, 2]})
+
+    tool = FunctionTool.from_function(listed)
+    tool.output_schema = {"type": "array", "items": {"type": "integer"}}
+    mcp.add_tool(tool)
     return mcp
 
 
@@ -152,8 +177,17 @@ async def _outcome(call: Callable[[], Any], name: str) -> tuple[Any, ...]:
         result = await call()
     except Exception as exc:
         failed = classify_tool_exception(name, exc)
-        return ("error", failed.error_type, failed.message)
-    return ("ok", tool_result_payload(result))
+        # What fastmcp raised: `call_tool_raw` raises its classification from it.
+        raised = exc.__cause__ if isinstance(exc, ToolCallFailed) else exc
+        assert raised is not None
+        cause = raised.__cause__
+        return (
+            "error",
+            failed.error_type,
+            failed.message,
+            (type(raised), str(raised), type(cause), str(cause)),
+        )
+    return ("ok", tool_result_payload(result), type(result), result.model_dump())
 
 
 async def env_outcome(env: MCPEnvironment, name: str, arguments: dict[str, Any]) -> tuple:
@@ -174,6 +208,8 @@ async def reference_outcome(env: MCPEnvironment, name: str, arguments: dict[str,
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("echo", {"message": "hi"}),
+    ("echo", {"message": "ünï ✓"}),
+    ("echo", {"message": "\ud800 lone surrogate"}),  # 4.1 sends it, 4.2 refuses it
     ("echo", {"message": 3}),  # coerced or refused exactly as call_tool does
     ("echo", {}),
     ("echo", {"message": "hi", "extra": 1}),
@@ -188,8 +224,21 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("hide_echo", {}),
     ("looks_context_up", {}),
     ("with_shared", {}),
+    ("not_a_number", {}),
+    ("sync_fails", {}),
+    ("listed", {}),
     ("missing_tool", {}),
 ]
+
+
+def _fastmcp_logs(caplog: pytest.LogCaptureFixture) -> list[tuple[str, int, str, bool]]:
+    logs = [
+        (r.name, r.levelno, r.getMessage(), r.exc_info is not None)
+        for r in caplog.records
+        if r.name.startswith("fastmcp")
+    ]
+    caplog.clear()
+    return logs
 
 
 @pytest.mark.parametrize("mask", [False, True], ids=["details", "masked"])
@@ -197,11 +246,23 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("name", "arguments"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
 )
 async def test_direct_path_answers_as_call_tool_does(
-    name: str, arguments: dict[str, Any], mask: bool, direct_calls: list[str]
+    name: str,
+    arguments: dict[str, Any],
+    mask: bool,
+    direct_calls: list[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    direct = await env_outcome(CasesEnvironment(build_tools(mask)), name, arguments)
-    reference = await reference_outcome(CasesEnvironment(build_tools(mask)), name, arguments)
+    caplog.set_level(logging.DEBUG, logger="fastmcp")
+    direct_env, reference_env = (
+        CasesEnvironment(build_tools(mask)),
+        CasesEnvironment(build_tools(mask)),
+    )
+    caplog.clear()
+    direct = await env_outcome(direct_env, name, arguments)
+    direct_logs = _fastmcp_logs(caplog)
+    reference = await reference_outcome(reference_env, name, arguments)
     assert direct == reference
+    assert direct_logs == _fastmcp_logs(caplog)
     # Every known tool ran on the direct path (a failing tool included); unknown ones did not.
     assert direct_calls == ([] if name == "missing_tool" else [name])
 
@@ -378,23 +439,86 @@ async def test_timeouts_still_apply_on_the_direct_path(direct_calls: list[str]) 
 # -- the fastmcp internals the direct path reads -------------------------------------------
 
 
-def test_the_locked_fastmcp_is_a_verified_series() -> None:
-    """Fails when the lock moves fastmcp to a series these tests were not run against: check
-    the direct path against its `call_tool`, then add the series to VERIFIED_SERIES."""
+def test_the_installed_fastmcp_is_a_verified_series() -> None:
+    """Fails when the lock, or pyproject's range (.ci/fastmcp-newest.sh installs the newest it
+    allows), moves fastmcp to a series these tests were not run against: check the direct path
+    against its `call_tool`, then add the series to VERIFIED_SERIES."""
     assert version("fastmcp").startswith(mcp_fast_call.VERIFIED_SERIES)
     assert Version(version("fastmcp")) >= Version("4.1")
     assert fast_path_supported()
+
+
+def test_pyproject_allows_only_verified_series() -> None:
+    """pyproject's fastmcp range must end at a series the direct path was verified on, so that a
+    later series cannot silently turn it off for pip users."""
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    dependencies = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    (fastmcp,) = [Requirement(d) for d in dependencies if Requirement(d).name == "fastmcp"]
+    bounds = [s for s in fastmcp.specifier if s.operator == "<"]
+    assert bounds, f"no upper bound on {fastmcp}"
+    upper = min(Version(s.version) for s in bounds)
+    newest = max(Version(s.rstrip(".")) for s in mcp_fast_call.VERIFIED_SERIES)
+    assert upper <= Version(f"{newest.major}.{newest.minor + 1}"), (fastmcp, newest)
+    for series in mcp_fast_call.VERIFIED_SERIES:
+        assert fastmcp.specifier.contains(f"{series}0"), (fastmcp, series)
+
+
+def test_an_unverified_fastmcp_warns_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(mcp_fast_call, "_VERIFIED", False)
+    monkeypatch.setattr(mcp_fast_call, "_FASTMCP_VERSION", "9.9.0")
+    monkeypatch.setattr(mcp_fast_call, "_refusal_logged", False)
+    caplog.set_level(logging.WARNING, logger=mcp_fast_call.__name__)
+    for _ in range(3):
+        CasesEnvironment()
+    assert not fast_path_supported()
+    warnings = [r.getMessage() for r in caplog.records if r.name == mcp_fast_call.__name__]
+    assert len(warnings) == 1, warnings
+    assert "fast path is off" in warnings[0]
+    assert "fastmcp 9.9.0 is not a series it was verified against" in warnings[0]
+
+
+def test_a_verified_fastmcp_does_not_warn(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(mcp_fast_call, "_refusal_logged", False)
+    caplog.set_level(logging.WARNING, logger=mcp_fast_call.__name__)
+    CasesEnvironment()
+    assert fast_path_supported()
+    assert not [r for r in caplog.records if r.name == mcp_fast_call.__name__]
 
 
 async def test_an_unverified_fastmcp_goes_through_call_tool(
     monkeypatch: pytest.MonkeyPatch, direct_calls: list[str]
 ) -> None:
     monkeypatch.setattr(mcp_fast_call, "_VERIFIED", False)
+    monkeypatch.setattr(mcp_fast_call, "_refusal_logged", True)
     assert not fast_path_supported()
     env = CasesEnvironment()
     result = await env.call_tool_raw("sync_add", {"a": 2, "b": 3})
     assert direct_calls == []
     assert result.structured_content == {"result": 5}
+
+
+def _flat(source: str) -> str:
+    """Source without whitespace: needles match however fastmcp's formatter wraps lines."""
+    return re.sub(r"\s+", "", source)
+
+
+def _assert_contains(source: str, needles: tuple[str, ...]) -> None:
+    flat = _flat(source)
+    for needle in needles:
+        assert _flat(needle) in flat, needle
 
 
 def test_call_tool_core_is_still_what_the_direct_path_reproduces() -> None:
@@ -403,7 +527,7 @@ def test_call_tool_core_is_still_what_the_direct_path_reproduces() -> None:
     widening the pinned range."""
     call_tool = inspect.getsource(FastMCP.call_tool)
     get_tool = inspect.getsource(FastMCP.get_tool)
-    for needle in (
+    needles = (
         "async with fastmcp.server.context.Context(fastmcp=self)",
         "self._compose_tool_call_interceptors(",
         # Only fastmcp's own wire handler marks a client call; ours never does, on either path.
@@ -419,15 +543,44 @@ def test_call_tool_core_is_still_what_the_direct_path_reproduces() -> None:
         "if is_timeout_error(e):",
         "if self._mask_error_details:",
         'raise ToolError(f"Error calling tool {name!r}: {e}") from e',
-    ):
-        assert needle in call_tool, needle
-    for needle in (
-        "self._get_injected_tool(name)",
-        "tool = await super().get_tool(name, version)",
-        "tools = await apply_session_transforms([tool])",
-        "is_enabled(tools[0]) and await _component_auth_allows(tools[0])",
-    ):
-        assert needle in get_tool, needle
+    )
+    _assert_contains(call_tool, needles)
+    _assert_contains(
+        get_tool,
+        (
+            "self._get_injected_tool(name)",
+            "tool = await super().get_tool(name, version)",
+            "tools = await apply_session_transforms([tool])",
+            "is_enabled(tools[0]) and await _component_auth_allows(tools[0])",
+            # A disabled (or, since 4.2, unauthorized) highest version: call_tool looks for
+            # another, which the direct path leaves to it (it returns None or needs no auth).
+            "if version is not None:",
+        ),
+    )
+
+
+def test_tool_run_is_still_what_the_direct_path_reproduces() -> None:
+    """`Tool._run`, which `call_tool` awaits: `run` alone (4.1), or `run` and then
+    `_mark_non_object_result` (4.2), which the plan then applies too."""
+    from fastmcp.tools.base import Tool
+
+    run = _flat(inspect.getsource(Tool._run))
+    plain = _flat("return await self.run(arguments)")
+    marked = _flat("result = await self.run(arguments) return self._mark_non_object_result(result)")
+    assert run.endswith(plain) or run.endswith(marked), run
+    assert mcp_fast_call._MARKS_NON_OBJECT_RESULTS == run.endswith(marked)
+    assert "_run" not in FunctionTool.__dict__ and "run" in FunctionTool.__dict__
+    if mcp_fast_call._MARKS_NON_OBJECT_RESULTS:
+        mark = inspect.getsource(Tool._mark_non_object_result)
+        # A wrapped result (the text result the plan builds) comes back as it is.
+        _assert_contains(
+            mark,
+            (
+                'fastmcp_meta = result.meta.get("fastmcp") if result.meta else None',
+                'if isinstance(fastmcp_meta, dict) and fastmcp_meta.get("wrap_result") is True:'
+                " return result",
+            ),
+        )
 
 
 def test_context_entry_is_still_what_the_direct_path_reproduces() -> None:
@@ -435,15 +588,17 @@ def test_context_entry_is_still_what_the_direct_path_reproduces() -> None:
     same for tools that inject nothing, less the `SharedContext` scope."""
     enter = inspect.getsource(Context.__aenter__)
     leave = inspect.getsource(Context.__aexit__)
-    for needle in (
-        "parent = _current_context.get(None)",
-        "self._request_state = parent._request_state",
-        "token = _current_context.set(self)",
-        "self._server_token = _current_server.set(weakref.ref(self.fastmcp))",
-        "SharedContext.resolved.get()",
-        "self._shared_context = SharedContext()",
-    ):
-        assert needle in enter, needle
+    _assert_contains(
+        enter,
+        (
+            "parent = _current_context.get(None)",
+            "self._request_state = parent._request_state",
+            "token = _current_context.set(self)",
+            "self._server_token = _current_server.set(weakref.ref(self.fastmcp))",
+            "SharedContext.resolved.get()",
+            "self._shared_context = SharedContext()",
+        ),
+    )
     assert enter.count(".set(") == 2 and enter.count("await ") == 1
     assert leave.count(".reset(") == 2 and leave.count("await ") == 1
 
@@ -472,7 +627,7 @@ def test_function_tool_run_is_still_what_the_direct_path_reproduces() -> None:
     from fastmcp.tools.function_tool import FunctionTool
 
     run = inspect.getsource(FunctionTool.run)
-    for needle in (
+    needles = (
         "body_fn = _wrap_body_errors(self.fn, materialize_generators=True)",
         "body_fn, run_in_thread=self.run_in_thread",
         "exec_fn = _wrap_body_errors(wrapper_fn)",
@@ -483,8 +638,8 @@ def test_function_tool_run_is_still_what_the_direct_path_reproduces() -> None:
         "if isinstance(result, mcp_types.InputRequiredResult):",
         "return InputRequiredToolResult(result)",
         "return self.convert_result(result)",
-    ):
-        assert needle in run, needle
+    )
+    _assert_contains(run, needles)
     assert run.count("await ") == 1  # nothing else awaited around the body
 
 
@@ -564,7 +719,7 @@ async def test_text_results_equal_what_convert_result_builds(
     await env.call_tool_raw("anything", {"value": "warm", "kind": "str"})  # the plan is made
     tool = await server._local_provider.get_tool("anything")
     monkeypatch.setattr(Tool, "convert_result", spy)
-    for text in ("hi", "", "ünïcödé ✓", "\ud800 lone surrogate", '{"json": "text"}', "x" * 10_000):
+    for text in ("hi", "", "ünïcödé ✓", '{"json": "text"}', "NaN Infinity", "x" * 10_000):
         result = await env.call_tool_raw("anything", {"value": text, "kind": "str"})
         expected = original(tool, text)
         assert result == expected
@@ -574,6 +729,19 @@ async def test_text_results_equal_what_convert_result_builds(
         assert result.content[0].model_fields_set == expected.content[0].model_fields_set
         assert result.to_mcp_result() == expected.to_mcp_result()
     assert converted == []  # all of them built from the template
+    # A str that is not valid UTF-8 goes through fastmcp's conversion (4.2 refuses it).
+    surrogate = "\ud800 lone surrogate"
+    try:
+        expected = original(tool, surrogate)
+    except ToolError as refused:
+        with pytest.raises(ToolCallFailed) as failed:
+            await env.call_tool_raw("anything", {"value": surrogate, "kind": "str"})
+        assert str(refused) in failed.value.message
+    else:
+        result = await env.call_tool_raw("anything", {"value": surrogate, "kind": "str"})
+        assert result == expected
+    assert converted == [surrogate]
+    converted.clear()
     # Anything but a plain str goes through fastmcp's conversion.
     result = await env.call_tool_raw("anything", {"value": "sub", "kind": "subclass"})
     assert converted and type(converted[-1]) is Shout
@@ -596,14 +764,14 @@ def test_convert_result_still_makes_the_text_result_the_plan_copies() -> None:
     from fastmcp.tools.base import Tool, ToolResult
 
     convert = inspect.getsource(Tool.convert_result)
-    for needle in (
+    needles = (
         "content = _convert_to_content(raw_value)",
         "structured = _serialize_to_jsonable(raw_value, self.return_type)",
         "content = _convert_to_content(structured)",
         'wrap_result = self.output_schema.get("x-fastmcp-wrap-result")',
         'structured_content={"result": structured} if wrap_result else structured,',
         'meta={"fastmcp": {"wrap_result": True}} if wrap_result else None,',
-    ):
-        assert needle in convert, needle
+    )
+    _assert_contains(convert, needles)
     init = inspect.getsource(ToolResult.__init__)
     assert "structured_content = _serialize_to_jsonable(structured_content)" in init

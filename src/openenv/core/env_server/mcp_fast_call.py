@@ -11,8 +11,16 @@ its exception mapping. Anything else, or a change to any of it, takes `call_tool
 It reads fastmcp internals (`_local_provider`, `_components`, `_transforms`, `_extensions`),
 checked by `fast_path_supported()` and by tests/mcp/test_fast_call.py, which compares the two
 paths case by case. Only the fastmcp series those tests were run against (`VERIFIED_SERIES`)
-takes the direct call; any other installed version works as before, through `call_tool`, so
-users are not held to one fastmcp release.
+takes the direct call; any other installed version works as before, through `call_tool` (with
+one warning in the log saying so), so users are not held to one fastmcp release. CI runs those
+tests on the locked fastmcp and on the newest one pyproject allows (.ci/fastmcp-newest.sh).
+
+What differs between the verified series, and how the direct call follows each:
+- 4.2 `Tool._run` passes the result of `run` through `_mark_non_object_result` (a result whose
+  structured content a non-object output schema declares becomes a `RawStructuredToolResult`):
+  the plan does the same where the tool has that method (`_MARKS_NON_OBJECT_RESULTS`).
+- 4.2 serialises structured content as JSON and parses it back, so a `str` that is not valid
+  UTF-8 (a lone surrogate) fails there: the text result is only built for a `str` that encodes.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ try:
     from fastmcp.server.providers.prefab_payload import payload_has_identities
     from fastmcp.server.server import _validation_error_summary
     from fastmcp.server.transforms.visibility import apply_session_transforms, is_enabled
-    from fastmcp.tools.base import InputRequiredToolResult, ToolResult
+    from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
     from fastmcp.tools.function_tool import (
         FunctionTool,
         _strict_input_validation,
@@ -52,22 +60,47 @@ try:
     from pydantic import ValidationError as PydanticValidationError
 
     _IMPORTED = True
-except ImportError:  # pragma: no cover (a fastmcp outside the pinned range: always call_tool)
+    _IMPORT_ERROR = ""
+except ImportError as error:  # pragma: no cover (a fastmcp outside the pinned range: call_tool)
     _IMPORTED = False
+    _IMPORT_ERROR = str(error)
 
-#: fastmcp release series whose `call_tool` the direct call was checked against (tests/mcp).
-VERIFIED_SERIES = ("4.1.",)
+#: fastmcp release series whose `call_tool` the direct call was checked against (tests/mcp, run
+#: by CI on the locked fastmcp and on the newest that pyproject allows).
+VERIFIED_SERIES = ("4.1.", "4.2.")
 
 
-def _verified_fastmcp() -> bool:
+def _installed_fastmcp() -> str:
     try:
-        installed = version("fastmcp")
+        return version("fastmcp")
     except PackageNotFoundError:  # pragma: no cover (imported above, so installed)
-        return False
-    return installed.startswith(VERIFIED_SERIES)
+        return "unknown"
 
 
-_VERIFIED = _verified_fastmcp()
+_FASTMCP_VERSION = _installed_fastmcp()
+_VERIFIED = _FASTMCP_VERSION.startswith(VERIFIED_SERIES)
+
+#: 4.2's `Tool._run` marks results of non-object output schemas (`RawStructuredToolResult`).
+_MARKS_NON_OBJECT_RESULTS = _IMPORTED and hasattr(Tool, "_mark_non_object_result")
+
+_gate_logger = logging.getLogger(__name__)
+_refusal_logged = False
+
+
+def _log_refusal(reason: str) -> None:
+    """Say once per process that the direct call is off, and why (not at every call)."""
+    global _refusal_logged
+    if _refusal_logged:
+        return
+    _refusal_logged = True
+    _gate_logger.warning(
+        "MCP fast path is off: %s; every MCP tool call goes through FastMCP.call_tool "
+        "(several times the server CPU per step). Install a fastmcp of a verified series (%s) "
+        "to turn it on.",
+        reason,
+        ", ".join(f"{series}x" for series in VERIFIED_SERIES),
+    )
+
 
 #: Middleware that only acts on listings, so a call through it equals a call without it.
 _CALL_NEUTRAL_MIDDLEWARE: tuple[type, ...] = (DereferenceRefsMiddleware,) if _IMPORTED else ()
@@ -77,12 +110,20 @@ _logger = logging.getLogger("fastmcp.server.server")
 
 
 def fast_path_supported(server: Any = None) -> bool:
-    """Whether this fastmcp has the internals the direct call reads (on `server`, if given)."""
-    if not (_IMPORTED and _VERIFIED):
+    """Whether this fastmcp has the internals the direct call reads (on `server`, if given).
+    When it has not, the first refusal is logged as a warning."""
+    if not _IMPORTED:
+        _log_refusal(f"fastmcp {_FASTMCP_VERSION} lacks what it reads ({_IMPORT_ERROR})")
+        return False
+    if not _VERIFIED:
+        _log_refusal(
+            f"fastmcp {_FASTMCP_VERSION} is not a series it was verified against "
+            f"({', '.join(VERIFIED_SERIES)})"
+        )
         return False
     probe = server if server is not None else FastMCP("probe")
     local = getattr(probe, "_local_provider", None)
-    return (
+    found = (
         isinstance(getattr(probe, "middleware", None), list)
         and isinstance(getattr(probe, "providers", None), list)
         and isinstance(getattr(probe, "_transforms", None), list)
@@ -94,6 +135,9 @@ def fast_path_supported(server: Any = None) -> bool:
         and hasattr(probe, "_FastMCP__state_store")
         and hasattr(probe, "_state_storage")
     )
+    if not found:
+        _log_refusal(f"fastmcp {_FASTMCP_VERSION} lacks the server internals it reads")
+    return found
 
 
 class _RulesWatch:
@@ -236,7 +280,8 @@ class _FunctionToolPlan:
         return _FunctionToolPlan(tool) if type(tool) is FunctionTool else None
 
     async def run(self, tool: Any, arguments: dict[str, Any]) -> Any:
-        """`FunctionTool.run(arguments)` with the looked-up parts given."""
+        """`tool._run(arguments)` with the looked-up parts given: `FunctionTool.run`, then (4.2)
+        `_mark_non_object_result`."""
         result = await tool._run_body(
             self.type_adapter, self.is_async, arguments, strict=_strict_input_validation()
         )
@@ -248,9 +293,26 @@ class _FunctionToolPlan:
             and type(result) is str
             and tool.output_schema is self.output_schema
             and tool.return_type is str
+            and _encodes(result)
         ):
+            # Its meta says `wrap_result`: `_mark_non_object_result` would return it as it is.
             return _text_result_of(template, result)
-        return tool.convert_result(result)
+        converted = tool.convert_result(result)
+        if _MARKS_NON_OBJECT_RESULTS:
+            return tool._mark_non_object_result(converted)
+        return converted
+
+
+def _encodes(text: str) -> bool:
+    """Whether `text` is valid UTF-8 text (no lone surrogates): fastmcp 4.2 serialises
+    structured content as JSON, which refuses the others (`convert_result` raises then)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _text_result_of(template: Any, text: str) -> Any:
@@ -258,8 +320,9 @@ def _text_result_of(template: Any, text: str) -> Any:
     fastmcp serialises the string twice and validates the result model (~10 µs); the result
     is one text block and `{"result": text}`. Built here as `model_construct` builds a model
     (the instance's four pydantic slots), with the template's fields-set and private values
-    (~1 µs; `model_copy` spends ~2 µs copying them). A plain `str` only: its JSON form is
-    itself, which is what fastmcp checks. The plan compares this with `convert_result` once."""
+    (~1 µs; `model_copy` spends ~2 µs copying them). A plain `str` that encodes only: its JSON
+    form is itself, which is what fastmcp checks. The plan compares this with `convert_result`
+    once."""
     result = object.__new__(type(template))
     _set_slot(
         result,
