@@ -17,6 +17,10 @@ from typing import Any
 import pytest
 
 REQUIRE_ENV = "OPENENV_REQUIRE_REAL_MODEL"
+# pytest-timeout counts a test's fixtures: the first test to use `real_model` pays for
+# converting the weights (once per machine) and loading them, which takes minutes on a loaded
+# 2-core machine, so such tests get this much unless they set a timeout of their own.
+REAL_MODEL_TIMEOUT_S = 600
 
 
 def real_model_missing() -> str | None:
@@ -40,6 +44,14 @@ def require_real_model() -> None:
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{missing}, and {REQUIRE_ENV}=1 says it must run")
     pytest.skip(missing)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give tests that use the real model room for its one-time start (see above)."""
+    for item in items:
+        uses_model = "real_model" in getattr(item, "fixturenames", ())
+        if uses_model and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(REAL_MODEL_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")
