@@ -16,5 +16,6 @@ os.environ.update(PYCACHE_ENV)
 sys.dont_write_bytecode = False
 sys.pycache_prefix = PYCACHE_ENV["PYTHONPYCACHEPREFIX"]
 
-# The real model server (SmolLM2-135M-Instruct), one per test session: `real_model`.
-pytest_plugins = ["tests.support.real_model"]
+# The real model server (SmolLM2-135M-Instruct), one per test session: `real_model`; and CI's
+# one run of each test across the fresh machine and the host (tests/support/passed_elsewhere.py).
+pytest_plugins = ["tests.support.real_model", "tests.support.passed_elsewhere"]
