@@ -2,10 +2,26 @@
 # Runs the two commands on the README's first screen, each in its own fresh Debian container that
 # has only python3, python3-venv and pip (as a new bookworm machine does), from a copy of the
 # committed repository. The commands are read from the README, so the check cannot drift from it.
+# After the first (the quick start, which installs openenv and echo_env in .venv), the same
+# container runs every other ```python and ```bash block of the README, in order, from the
+# repository's root with .venv activated (python blocks with .venv/bin/python), so each block
+# works after the README's own install. That reuses the quick start's venv: no other install.
 #
-#   .ci/fresh-machine.sh            both commands
-#   .ci/fresh-machine.sh 1          only the first (the quick start)
+# Markers, on the last non-blank line before a block's opening fence (HTML comments, not shown
+# on GitHub):
+#   <!-- not run: REASON -->             skipped (placeholders, Docker, a GPU, an overview of
+#                                         commands, a server that runs until stopped); REASON
+#                                         is required and printed
+#   <!-- continues the block above -->   run as one program with the previous block (same
+#                                         language), e.g. a snippet using the classes above it
+# Every other python/bash block runs; blocks in other languages (```text, ```sh for docs' own
+# shell sessions) are not code blocks of the README's and are left alone.
+#
+#   .ci/fresh-machine.sh            both commands (and the blocks after the first)
+#   .ci/fresh-machine.sh 1          only the first (the quick start), then the blocks
 #   .ci/fresh-machine.sh --commands print the two commands as read from the README, run nothing
+#   .ci/fresh-machine.sh --blocks   print each README block's fate and the programs that would
+#                                   run (as read from the README), run nothing
 #
 # Needs root, a running Docker engine and debootstrap. No registry serves images here, so the
 # image is made locally with debootstrap and kept, tagged by a hash of what went into it. The
@@ -34,10 +50,92 @@ if [ "${#COMMANDS[@]}" -ne 2 ]; then
         "${#COMMANDS[@]}" >&2
     exit 1
 fi
+
+# The README's other code blocks, as programs in folder $1 (NN-lineL.py / NN-lineL.sh, run in
+# name order) and one line per block on stdout: what happens to it. The first bash block is the
+# two commands above, run on their own.
+extract_blocks() {
+    awk -v out="$1" '
+        function flush() {
+            if (file != "") close(file)
+            file = ""
+        }
+        /^```/ && !inside {
+            lang = substr($0, 4)
+            if (lang != "python" && lang != "bash") { skipping = 1; inside = 1; next }
+            inside = 1; skipping = 0; n++
+            where = "README block " n " (" lang ", line " NR ")"
+            if (lang == "bash" && !seen_bash) {
+                seen_bash = 1; skipping = 1
+                print where ": the two commands above"
+                next
+            }
+            if (last ~ /^<!-- *(not run|continues)/ && last !~ /^<!-- (not run: .+|continues the block above) -->$/) {
+                print where ": malformed marker: " last > "/dev/stderr"
+                failed = 1
+            }
+            if (last ~ /^<!-- not run: .+ -->$/) {
+                reason = last; sub(/^<!-- not run: /, "", reason); sub(/ -->$/, "", reason)
+                skipping = 1
+                print where ": not run: " reason
+                next
+            }
+            if (last ~ /^<!-- continues the block above -->$/) {
+                if (file == "" || lang != file_lang) {
+                    print where ": continues no runnable " lang " block" > "/dev/stderr"
+                    failed = 1
+                }
+                print where ": runs with the block above (" file_name ")"
+                next
+            }
+            flush()
+            file_lang = lang
+            file_name = sprintf("%02d-line%d.%s", n, NR, lang == "python" ? "py" : "sh")
+            file = out "/" file_name
+            printf "" > file
+            print where ": runs (" file_name ")"
+            next
+        }
+        /^```/ && inside { inside = 0; if (skipping) flush(); skipping = 0; last = $0; next }
+        inside && !skipping { print >> file; next }
+        inside { next }
+        NF { last = $0 }
+        END { flush(); exit failed }
+    ' README.md
+}
+
+# Runs the blocks in /readme-blocks in the quick start's container, after the quick start.
+# shellcheck disable=SC2016  # expanded in the container
+RUN_BLOCKS='
+cd /home/openenv
+export VIRTUAL_ENV=/home/openenv/.venv PATH=/home/openenv/.venv/bin:$PATH
+for block in /readme-blocks/*; do
+    [ -e "$block" ] || continue
+    echo "fresh-machine: README block ${block##*/}:"
+    case "$block" in
+        *.py) status=0; timeout 600 python "$block" || status=$? ;;
+        *.sh) status=0; timeout 600 bash -euo pipefail "$block" || status=$? ;;
+    esac
+    if [ "$status" -ne 0 ]; then
+        echo "fresh-machine: README block ${block##*/} exited $status" >&2
+        exit "$status"
+    fi
+done'
+
 case "${1:-}" in
     --commands) printf '%s\n' "${COMMANDS[@]}"; exit 0 ;;
+    --blocks)
+        listing=$(mktemp -d /tmp/openenv-fresh-blocks.XXXXXX)
+        trap 'rm -rf "$listing"' EXIT
+        extract_blocks "$listing"
+        for block in "$listing"/*; do
+            [ -e "$block" ] || continue
+            printf '\n==> %s\n' "${block##*/}"
+            cat "$block"
+        done
+        exit 0 ;;
     "" | 1 | 2) ;;
-    *) echo "usage: $0 [1|2|--commands]" >&2; exit 2 ;;
+    *) echo "usage: $0 [1|2|--commands|--blocks]" >&2; exit 2 ;;
 esac
 
 # The image: a minimal Debian with only what a new machine brings for Python.
@@ -70,18 +168,29 @@ if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
 fi
 
 run_in_fresh_container() {
-    local number=$1 command=$2 copy name status=0
+    local number=$1 command=$2 copy blocks name status=0
     copy=$(mktemp -d /tmp/openenv-fresh-copy.XXXXXX)
+    blocks=$(mktemp -d /tmp/openenv-fresh-blocks.XXXXXX)
     name="openenv-fresh-$$-$number"
     git archive --format=tar "$REVISION" | tar -x -C "$copy"
     echo "fresh-machine: README command $number in a new $SUITE container ($IMAGE):"
     echo "    \$ $command"
+    if [ "$number" = 1 ]; then
+        # The README's other blocks, read from the copy (the committed README), after it.
+        if ! (cd "$copy" && extract_blocks "$blocks") | sed 's/^/fresh-machine: /'; then
+            echo "fresh-machine: FAILED: the README's block markers (see the header)" >&2
+            rm -rf "$copy" "$blocks"
+            return 1
+        fi
+        command="$command
+$RUN_BLOCKS"
+    fi
     timeout "$TIMEOUT" docker run --rm --name "$name" --network host \
         "${TRUST[@]}" \
-        -v "$copy:/home/openenv" -w /home/openenv "$IMAGE" \
+        -v "$copy:/home/openenv" -v "$blocks:/readme-blocks:ro" -w /home/openenv "$IMAGE" \
         bash -euo pipefail -c "$command" 2>&1 | tee "$LOGS/command-$number.log" || status=$?
     docker rm -f "$name" >/dev/null 2>&1 || true
-    rm -rf "$copy"
+    rm -rf "$copy" "$blocks"
     if [ "$status" -eq 124 ]; then
         echo "fresh-machine: FAILED: README command $number did not finish within $TIMEOUT" >&2
     fi

@@ -8,8 +8,10 @@ cards), and scores them against each other with `group_relative_advantages` (GRP
 critic). Random play, basic strategy and the trained greedy policy are then evaluated on the same
 2,000 seeded hands, and the learning curve is drawn to a PNG.
 
-    uv pip install 'openenv[examples]'        # matplotlib, for the plot
-    uv run python examples/train_blackjack.py --minutes 4 --out train_blackjack.png
+    .venv/bin/pip install -e ./envs/openspiel_env matplotlib   # the environment, the plot
+    .venv/bin/python examples/train_blackjack.py --minutes 4 --out train_blackjack.png
+
+(In a uv checkout, `uv sync --all-packages` installs both; then `uv run python ...`.)
 
 The rules (OpenSpiel's `blackjack`): one fresh 52-card deck per hand, the dealer stands on every
 17 (soft ones too) and does not peek, no doubling, splitting or surrender, a natural pays like
@@ -32,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -43,9 +44,22 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from openenv._install import install_env_hint, pip_install
 from openenv.core.rubrics.group import group_relative_advantages
 from openenv.fleet import EnvFleet
-from openspiel_env import OpenSpielAction, OpenSpielEnv
+
+try:
+    import numpy as np
+
+    from openspiel_env import OpenSpielAction, OpenSpielEnv
+except ImportError as exc:  # the README's quick start installs openenv and echo_env only
+    sys.exit(
+        f"this example plays the OpenSpiel environment, which is not installed here ({exc}). "
+        f"Install it (it brings numpy) with {install_env_hint('openspiel')}, and matplotlib "
+        f"for the plot: `{pip_install()} matplotlib`."
+    )
+
+MATPLOTLIB_MISSING = f"matplotlib draws the learning curve: `{pip_install()} matplotlib`"
 
 HIT, STAND = 0, 1
 #: the policy's table: player total 0..21 (4..21 occur), soft or hard, dealer up card 1..10 (1 is
@@ -406,10 +420,7 @@ def plot(curve: Curve, scores: dict[str, Score], out: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise SystemExit(
-            "matplotlib draws the learning curve: uv pip install 'openenv[examples]' "
-            "(or pip install matplotlib)"
-        ) from None
+        raise SystemExit(MATPLOTLIB_MISSING) from None
 
     def smooth(values: list[float]) -> np.ndarray:
         """Moving average (the first points average over what there is so far)."""
@@ -474,6 +485,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def versus_basic(trained: float, basic: float) -> str:
+    """How a win rate compares with basic strategy's, in percentage points, true either way."""
+    points = round((trained - basic) * 100, 1)
+    if points == 0:
+        return "level with basic strategy's"
+    side = "above" if points > 0 else "below"
+    return f"{abs(points):.1f} points {side} basic strategy's"
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     policy = TabularPolicy(lr=args.lr, seed=args.seed)
@@ -515,10 +535,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     for name, score in scores.items():
         table_view.add_row(name, f"{score.win_rate:.1%}", f"{score.mean_reward:+.3f}")
     console.print(table_view)
-    gap = scores["basic strategy"].win_rate - scores["trained greedy"].win_rate
     console.print(
         f"trained {len(curve.steps)} steps, {hands_played:,} hands in {train_seconds:.0f} s; "
-        f"whole run {total_seconds:.0f} s; greedy is {gap * 100:+.1f} points from basic strategy"
+        f"whole run {total_seconds:.0f} s; the greedy policy's win rate is "
+        + versus_basic(scores["trained greedy"].win_rate, scores["basic strategy"].win_rate)
     )
     chart, basic = policy.decisions(), basic_chart()
     differ = [
@@ -551,10 +571,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        sys.exit(
-            "matplotlib draws the learning curve: uv pip install 'openenv[examples]' "
-            "(or pip install matplotlib)"
-        )
+        sys.exit(MATPLOTLIB_MISSING)
     asyncio.run(run(args))
 
 

@@ -82,6 +82,41 @@ def test_serve_takes_an_environment_by_name() -> None:
         process.wait(60)
 
 
+def test_serve_web_turns_the_playground_on_and_off() -> None:
+    """`--web` beats an unset variable, `--no-web` a set one; off, `/` says what there is."""
+    for flag, variable in (("--web", None), ("--no-web", "1")):
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if k != "ENABLE_WEB_INTERFACE"}
+        if variable is not None:
+            env["ENABLE_WEB_INTERFACE"] = variable
+        process = subprocess.Popen(
+            [OPENENV, "serve", "echo", flag, "--host", "127.0.0.1", "--port", str(port)],
+            env={**env, "OPENENV_LOG_LEVEL": "warning"},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, process)
+            root = httpx.get(url + "/")
+            page = httpx.get(url + "/web/")
+            assert httpx.post(f"{url}/reset", json={}).status_code == 200
+        finally:
+            process.terminate()
+            _, stderr = process.communicate(timeout=60)
+        if flag == "--web":
+            assert root.status_code == 307 and root.headers["location"] == "web/"
+            assert page.status_code == 200 and "<script" in page.text
+            assert f"Playground: {url}/web/" in stderr
+        else:
+            assert page.status_code == 404
+            assert root.status_code == 200, root.text
+            pointer = root.json()
+            assert pointer["environment"] == "echo_env"
+            assert {"/health", "/reset", "/step", "/state", "/ws", "/mcp"} <= set(pointer["routes"])
+            assert "--web" in pointer["web"] and "ENABLE_WEB_INTERFACE" in pointer["web"]
+
+
 def test_list_shows_every_reference_environment() -> None:
     out = subprocess.run([OPENENV, "list", "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

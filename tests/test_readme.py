@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,121 @@ def test_author_quick_start_snippet_runs(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("ok")
+
+
+def readme_blocks(readme: Path | None = None) -> tuple[int, str, str, str]:
+    """`.ci/fresh-machine.sh --blocks` (on a copy of the script beside `readme`, if given):
+    (exit status, listing of every block's fate, programs by file name, stderr)."""
+    root = REPO
+    if readme is not None:
+        root = readme.parent
+        (root / ".ci").mkdir(exist_ok=True)
+        shutil.copy(REPO / ".ci" / "fresh-machine.sh", root / ".ci" / "fresh-machine.sh")
+    out = subprocess.run(
+        ["bash", ".ci/fresh-machine.sh", "--blocks"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    listing, _, rest = out.stdout.partition("\n\n==> ")
+    return out.returncode, listing, "==> " + rest if rest else "", out.stderr
+
+
+def programs(text: str) -> dict[str, str]:
+    return dict(
+        chunk.split("\n", 1)
+        for chunk in text.split("==> ")[1:]  # type: ignore[misc]
+    )
+
+
+def test_every_readme_code_block_runs_on_a_fresh_machine_or_says_why_not() -> None:
+    """.ci/fresh-machine.sh runs every python/bash block after the quick start, except those
+    marked `<!-- not run: reason -->`; `<!-- continues the block above -->` joins two."""
+    status, listing, text, stderr = readme_blocks()
+    assert status == 0, stderr
+    readme = (REPO / "README.md").read_text()
+    fences = re.findall(r"^```(python|bash)$", readme, re.M)
+    lines = listing.splitlines()
+    assert len(lines) == len(fences), listing
+    assert lines[0].endswith(": the two commands above")
+    fates = [line.split("): ", 1)[1] for line in lines[1:]]
+    assert all(
+        fate.startswith(("runs (", "runs with the block above", "not run: ")) for fate in fates
+    ), listing
+    run = programs(text)
+    # What runs is the README's text: one block, or consecutive ones joined, as written.
+    bodies = re.findall(r"^```(?:python|bash)\n(.*?)^```", readme, re.S | re.M)
+    joined = {
+        "".join(bodies[i:j]) for i in range(len(bodies)) for j in range(i + 1, len(bodies) + 1)
+    }
+    assert len(run) >= 3
+    for program in run.values():
+        assert program.rstrip("\n") + "\n" in joined, program
+    author = next(p for p in run.values() if "class GuessEnvironment" in p)
+    assert "class GuessEnv(EnvClient" in author  # the client snippet continues that block
+
+
+def test_a_marker_without_its_reason_is_refused(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    broken = readme.replace("<!-- not run: /path/to/openenv", "<!-- not run /path/to/openenv", 1)
+    assert broken != readme
+    (tmp_path / "README.md").write_text(broken)
+    status, _, _, stderr = readme_blocks(tmp_path / "README.md")
+    assert status != 0 and "malformed marker" in stderr
+
+
+def test_the_readme_python_blocks_run_after_the_quick_start(tmp_path: Path) -> None:
+    """Each runnable python block, run as the fresh machine runs it. They may only start
+    environments that the quick start installs (there, nothing else is installed)."""
+    status, _, text, stderr = readme_blocks()
+    assert status == 0, stderr
+    quickstart = first_screen_commands()[0]
+    installed_by_quickstart = {
+        normalize(name) for name in re.findall(r"-e \./envs/(\w+)_env", quickstart)
+    }
+    for name, program in programs(text).items():
+        if not name.endswith(".py"):
+            continue
+        used = {normalize(env) for env in re.findall(r"from_env\(\s*['\"]([^'\"]+)", program)}
+        assert used <= installed_by_quickstart, (name, used - installed_by_quickstart)
+        script = tmp_path / name
+        script.write_text(program)
+        out = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OPENENV_STATE_DIR": str(tmp_path / "state")},
+        )
+        assert out.returncode == 0, (name, out.stderr)
+
+
+def normalize(name: str) -> str:
+    from openenv.auto import normalize_env_name
+
+    return normalize_env_name(name)
+
+
+def test_links_in_the_readme_docs_and_pyproject_lead_somewhere() -> None:
+    """Relative links name files that exist; OpenEnv is linked at its current home."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    pages += sorted(REPO.glob("envs/*/README.md"))
+    missing = []
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:|#", target):
+                continue
+            if not (page.parent / target.split("#")[0]).exists():
+                missing.append((page.name, target))
+        for repo in re.findall(r"github\.com/([\w.-]+/OpenEnv)\b", text, re.I):
+            assert repo == "meta-pytorch/OpenEnv", (page.name, repo)
+    for toml in [REPO / "pyproject.toml", *sorted(REPO.glob("envs/*/pyproject.toml"))]:
+        for path in re.findall(
+            r"(?<![\w/])((?:docs|examples|bench)/[\w./-]+\.(?:md|py))", toml.read_text()
+        ):
+            if not (REPO / path).exists():
+                missing.append((str(toml.relative_to(REPO)), path))
+    assert not missing, missing

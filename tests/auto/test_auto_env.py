@@ -94,7 +94,7 @@ def test_unknown_name_without_base_url_is_a_typed_error():
         AutoEnv.from_env("not-installed-anywhere")
     message = str(caught.value)
     assert "installed: " in message and "echo" in message
-    assert "pip install openenv-not-installed-anywhere" in message
+    assert " -e PATH/TO/not_installed_anywhere_env`" in message
     assert "base_url" in message
     with pytest.raises(EnvironmentNotFoundError, match="skip_install=True"):
         AutoAction.from_env("not-installed-anywhere")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from openenv import _install
 from openenv.auto import (
     AutoAction,
     AutoEnv,
@@ -121,10 +122,62 @@ def test_unknown_name_lists_installed_and_says_how_to_install():
     message = str(caught.value)
     assert "'no-such-thing'" in message
     assert "echo" in message and "grid_world" in message
-    assert "pip install openenv-no-such-thing" in message
+    # No package name to install from PyPI (none of these is there): a folder to install.
+    assert "pip install openenv-no-such-thing" not in message
+    assert "-e PATH/TO/no_such_thing_env" in message and "openenv-no-such-thing" in message
     assert "echo" in caught.value.installed
     assert isinstance(caught.value, LookupError)
     assert isinstance(caught.value, ValueError)  # what OpenEnv raises
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A source checkout with `envs/foo_env` (not installed), the current folder."""
+    folder = tmp_path / "checkout" / "envs" / "foo_env"
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text('[project]\nname = "openenv-foo"\n')
+    monkeypatch.setattr(_install, "source_checkout", lambda: tmp_path / "checkout")
+    monkeypatch.chdir(tmp_path / "checkout")
+    return tmp_path / "checkout"
+
+
+def test_an_environment_of_the_checkout_is_installed_from_its_folder_with_pip(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """After the README's install (openenv and echo with pip), the hint is a pip command that
+    installs the checkout's folder into this interpreter: no package from PyPI, no uv."""
+    monkeypatch.setattr(_install, "has_pip", lambda: True)
+    with pytest.raises(EnvironmentNotFoundError) as caught:
+        AutoAction.from_env("foo")
+    message = str(caught.value)
+    assert f"`{_install.python_command()} -m pip install -e ./envs/foo_env`" in message, message
+    assert "openenv-foo" not in message and "uv " not in message
+
+
+def test_without_pip_the_hint_is_uv_pip_into_this_interpreter(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(_install, "has_pip", lambda: False)
+    monkeypatch.setattr(_install.shutil, "which", lambda name: f"/bin/{name}")
+    with pytest.raises(EnvironmentNotFoundError) as caught:
+        find_environment("foo")
+    message = str(caught.value)
+    python = _install.python_command()
+    assert f"`uv pip install --python {python} -e ./envs/foo_env`" in message, message
+
+
+def test_an_unknown_name_lists_the_checkouts_environments_not_installed(checkout: Path):
+    with pytest.raises(EnvironmentNotFoundError) as caught:
+        find_environment("bar")
+    message = str(caught.value)
+    assert "-e PATH/TO/bar_env" in message
+    assert "Not installed yet, in this checkout's envs/: foo." in message
+
+
+def test_the_hint_names_this_checkouts_folder(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(REPO)
+    assert _install.source_checkout() == REPO
+    assert "-e ./envs/grid_world_env`" in _install.install_env_hint("grid_world")
 
 
 def test_wheel_install_is_read_from_the_package(site_dir: Path):
@@ -205,7 +258,9 @@ def test_bare_class_names_are_looked_up_in_the_package(site_dir: Path):
 def test_a_class_that_does_not_import_is_a_typed_error(site_dir: Path):
     text = manifest_text("wrong").replace("WrongEnv", "MissingEnv")
     write_distribution(site_dir, "wrong", manifest=text)
-    with pytest.raises(EnvironmentImportError, match=r"MissingEnv.*pip install openenv-wrong"):
+    with pytest.raises(
+        EnvironmentImportError, match=r"MissingEnv.*openenv-wrong from where.*install.* -e PATH"
+    ):
         AutoEnv.get_env_class("wrong")
 
 

@@ -477,6 +477,24 @@ def test_manifest_without_app_names_the_missing_key(tmp_path: Path) -> None:
     assert report.deployment_modes["openenv_serve"]["supported"] is False
 
 
+@pytest.mark.parametrize("uv", [False, True], ids=["pip-user", "uv-user"])
+def test_the_uv_lock_hint_fits_how_the_user_installs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uv: bool
+) -> None:
+    """A pip user (no uv on PATH, a venv pip made) is not told to run `uv lock` as if they had
+    uv: the hint says nothing of theirs needs the file, then how to write it."""
+    from openenv import _install
+
+    monkeypatch.setattr(_install.shutil, "which", lambda name, *a, **k: None)
+    monkeypatch.setattr(_install, "made_by_uv", lambda: uv)
+    detail = check_structure(copy_env(tmp_path))["uv_lock"].detail
+    if uv:
+        assert detail.startswith("no uv.lock: run `uv lock` in the folder"), detail
+    else:
+        assert "pip and `openenv build` do not use it" in detail, detail
+        assert "run `uv lock`" not in detail and "`pip install uv`, then `uv lock`" in detail
+
+
 def test_table_shows_details_of_passing_criteria_only_with_verbose(tmp_path: Path) -> None:
     report = check_structure(copy_env(tmp_path))
 

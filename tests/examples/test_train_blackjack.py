@@ -47,6 +47,30 @@ def test_basic_strategy_table(example: ModuleType) -> None:
     assert set(chart["soft 17"].values()) == {"H"} and set(chart["soft 19"].values()) == {"S"}
 
 
+def test_the_comparison_with_basic_strategy_is_true_either_way(example: ModuleType) -> None:
+    assert example.versus_basic(0.425, 0.431) == "0.6 points below basic strategy's"
+    assert example.versus_basic(0.44, 0.431) == "0.9 points above basic strategy's"
+    assert example.versus_basic(0.4312, 0.4311) == "level with basic strategy's"
+
+
+def test_without_the_openspiel_environment_it_says_how_to_install_it() -> None:
+    """After the README's quick start (openenv and echo_env only) numpy and openspiel_env are
+    missing: one message naming the install command, no traceback."""
+    code = (
+        "import runpy, sys\n"
+        "sys.modules['numpy'] = None\n"
+        f"sys.argv = [{str(SCRIPT)!r}]\n"
+        f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "the OpenSpiel environment, which is not installed here" in out.stderr
+    assert " -e ./envs/openspiel_env`" in out.stderr, out.stderr
+
+
 @pytest.mark.slow
 def test_a_short_run_learns_against_the_served_environment(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="the example draws with matplotlib (extra examples)")

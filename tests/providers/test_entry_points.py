@@ -19,7 +19,7 @@ from openenv.core.containers.runtime import ContainerProvider
 from openenv.core.generic_client import GenericEnvClient
 from openenv.providers import get_provider
 from openenv.providers.ownership import process_alive
-from tests.providers.test_local import PROBE, gone
+from tests.providers.test_local import PROBE, gone, started_env
 
 
 @pytest.fixture(autouse=True)
@@ -79,13 +79,13 @@ async def test_from_docker_image_accepts_an_openenv_style_provider() -> None:
 async def test_pending_client_awaits_enters_and_closes() -> None:
     pending = GenericEnvClient.from_env(PROBE, provider="local")
     client = await pending
-    pid = client._started_env.info["pid"]
+    pid = started_env(client).info["pid"]
     assert client.supports_resume  # connected on await
     await client.close()
     assert gone(pid)
 
     async with GenericEnvClient.from_env(PROBE) as entered:
-        pid = entered._started_env.info["pid"]
+        pid = started_env(entered).info["pid"]
         assert process_alive(pid, None)
     assert gone(pid)
 
@@ -96,7 +96,7 @@ async def test_a_provider_instance_is_shared_and_not_closed_by_its_clients() -> 
     second = await GenericEnvClient.from_env(PROBE, provider=provider)
     assert len(provider.started()) == 2
     await first.close()
-    assert [env.id for env in provider.started()] == [second._started_env.id]
+    assert [env.id for env in provider.started()] == [started_env(second).id]
     await second.close()
     assert provider.started() == []
 
@@ -108,6 +108,6 @@ def test_unknown_keyword_arguments_are_refused_with_the_valid_ones() -> None:
 
 def test_sync_client_of_a_started_environment_stops_it_even_if_never_used() -> None:
     sync = GenericEnvClient.from_env(PROBE).sync()
-    pid = sync.async_client._started_env.info["pid"]
+    pid = started_env(sync.async_client).info["pid"]
     sync.close()
     assert gone(pid)

@@ -16,19 +16,22 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from openenv.auto import AutoEnv
 from openenv.core.errors import is_infrastructure_error
 from openenv.core.generic_client import GenericEnvClient
+from openenv.isolation import cgroups
 from openenv.providers import (
     EnvironmentDiedError,
     EnvironmentStartError,
     SpecError,
-    cgroups,
+    StartedEnv,
     get_provider,
 )
+from openenv.providers.launch import ProviderOwner
 from openenv.providers.local import LocalProcessProvider, runtime_dir
 from openenv.providers.ownership import local_records, process_alive
 from tests.support.pycache import PYCACHE_ENV
@@ -54,6 +57,13 @@ def gone(pid: int, within_s: float = 30.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def started_env(client: Any) -> StartedEnv:
+    """The environment a client's provider started for it (what its owner stops)."""
+    owner = client.owner
+    assert isinstance(owner, ProviderOwner), owner
+    return owner.env
 
 
 def children_of(pid: int) -> list[int]:
@@ -193,7 +203,7 @@ async def test_many_at_once_are_distinct_and_all_stopped() -> None:
 
 def test_auto_env_starts_an_installed_environment_and_sync_close_stops_it() -> None:
     client = AutoEnv.from_env("echo")
-    pid = client._started_env.info["pid"]
+    pid = started_env(client).info["pid"]
     with client.sync() as env:
         env.reset()
         assert env.call_tool("echo_message", message="auto") == "auto"

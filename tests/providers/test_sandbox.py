@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from openenv.core.utils import run_coroutine_sync
+from openenv.isolation.bubblewrap import bubblewrap_problem
 from openenv.providers import EnvironmentStartError, EnvSpec, ProviderUnavailableError, StartedEnv
 from openenv.providers import sandbox as sandbox_module
 from openenv.providers.ownership import local_records, process_alive
@@ -33,8 +34,8 @@ PY = sys.executable
 
 if not SandboxProvider.available():
     if os.environ.get("CI") == "true":
-        raise RuntimeError(f"the sandbox provider must run in CI: {sandbox_module._probe()}")
-    pytest.skip(f"{sandbox_module._probe()}", allow_module_level=True)
+        raise RuntimeError(f"the sandbox provider must run in CI: {bubblewrap_problem()}")
+    pytest.skip(f"{bubblewrap_problem()}", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -339,7 +340,7 @@ def test_a_sigkilled_trainer_leaves_nothing_after_collect(
 
 def test_missing_bubblewrap_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    sandbox_module._probe.cache_clear()
+    bubblewrap_problem.cache_clear()
     try:
         with pytest.raises(ProviderUnavailableError) as info:
             SandboxProvider.check_available()
@@ -347,7 +348,7 @@ def test_missing_bubblewrap_says_what_to_install(monkeypatch: pytest.MonkeyPatch
         assert "\n" not in str(info.value)
     finally:
         monkeypatch.undo()
-        sandbox_module._probe.cache_clear()
+        bubblewrap_problem.cache_clear()
     SandboxProvider.check_available()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from openenv.providers import cgroups
+from openenv.isolation import cgroups
 from openenv.sandbox import Sandbox, SandboxLimits, SandboxUnavailableError, choose_backend
 from openenv.sandbox import sandbox as sandbox_module
 

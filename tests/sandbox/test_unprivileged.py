@@ -26,7 +26,7 @@ UID = 10731  # no account: nothing else on the machine counts against its RLIMIT
 
 SCRIPT = r"""
 import json, os, sys
-from openenv.providers import cgroups
+from openenv.isolation import cgroups
 from openenv.sandbox import Sandbox, SandboxLimits
 assert os.geteuid() != 0 and cgroups.mode() is None, "expected an unprivileged user, no cgroup"
 box = Sandbox(backend="process", limits=SandboxLimits.model_validate_json(sys.argv[1]))

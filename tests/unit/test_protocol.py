@@ -11,24 +11,36 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from openenv.core import errors
+from openenv.core.env_server.types import Observation
 from openenv.core.protocol import (
+    CLOSE_CODES,
+    CLOSE_RESTART,
     ERROR_CATEGORY,
     HTTP_STATUS,
     MCP_SESSION_HEADER,
     REQUEST_MODELS,
     SESSION_HEADER,
     ErrorCategory,
+    ObservationReply,
     Rejected,
     Reply,
     Request,
     WSErrorCode,
+    decode_observation,
     decode_reply,
     decode_request,
+    dumps,
+    encode_closed,
     encode_error,
     encode_frame,
+    encode_mcp,
+    encode_observation,
     encode_request,
+    encode_session,
+    encode_state,
     error_category,
     error_data,
+    observation_data,
     session_id_from_rpc,
     session_id_from_scope,
     ws_session_url,
@@ -194,6 +206,101 @@ def test_reply_round_trip() -> None:
 def test_malformed_replies_raise(raw: str) -> None:
     with pytest.raises(ValueError):
         decode_reply(raw)
+
+
+# --- observation replies: one encoder for every transport --------------------------------------
+
+
+class _Obs(Observation):
+    text: str = ""
+    blob: bytes | None = None
+
+
+_OBSERVATIONS = [
+    _Obs(text='é"x', reward=0.5, metadata={"k": [1, 2]}),
+    _Obs(reward=True, done=True),
+    _Obs(reward=None, blob=b"\x00\xff"),
+]
+
+
+@pytest.mark.parametrize("obs", _OBSERVATIONS)
+@pytest.mark.parametrize("request_id", [None, 0, 7, -3, 2**63 - 1, 'a"b', "", True])
+def test_an_observation_frame_is_the_whole_frame_encoded(obs: Observation, request_id: Any) -> None:
+    data = observation_data(obs)
+    reply = encode_observation(obs)
+    assert reply.kind == "observation" and reply.payload == dumps(data)
+    assert reply.frame(request_id, binary=False) == encode_frame("observation", data, request_id)
+    decoded = decode_reply(reply.frame(request_id, binary=False))
+    assert decoded.id == request_id and decode_observation(decoded.data).done is obs.done
+
+
+@pytest.mark.parametrize("obs", _OBSERVATIONS)
+def test_an_http_body_is_the_payload_with_the_session_id_last(obs: Observation) -> None:
+    data = observation_data(obs)
+    assert encode_observation(obs).body() == dumps(data)
+    assert encode_observation(obs).body("w1.s") == dumps({**data, "session_id": "w1.s"})
+    # Attachments of a binary reply go back inline: HTTP is JSON only.
+    assert encode_observation(obs, binary=True).body("w1.s") == dumps(
+        {**data, "session_id": "w1.s"}
+    )
+
+
+def test_observation_data_is_openenvs_shape() -> None:
+    data = observation_data(_Obs(text="t", reward=1, metadata={"m": 1}))
+    assert data == {
+        "observation": {"metadata": {"m": 1}, "text": "t", "blob": None},
+        "reward": 1,
+        "done": False,
+        "metadata": {"m": 1},
+    }
+    read = decode_observation(data)
+    assert read == ObservationReply({"text": "t", "blob": None}, 1, False, {"m": 1})
+    # The top-level metadata wins; without it the observation's own is read (OpenEnv 0.10).
+    assert decode_observation({"observation": {"metadata": {"a": 1}}}).metadata == {"a": 1}
+    with pytest.raises(ValueError):
+        decode_observation({"reward": 1})
+
+
+def test_an_unencodable_observation_is_a_type_error() -> None:
+    class Odd(Observation):
+        thing: Any = None
+
+    with pytest.raises(TypeError):
+        encode_observation(Odd(thing=object()))
+
+
+def test_session_and_closed_frames_are_replies() -> None:
+    frame = encode_session(
+        "w1.s",
+        resumed=False,
+        resume_grace_s=60.0,
+        session_timeout_s=None,
+        step_count=0,
+        resume_token="t",
+    )
+    reply = decode_reply(frame)
+    assert reply.kind == "session" and reply.data["session_id"] == "w1.s"
+    assert set(reply.data) == {
+        "session_id",
+        "resumed",
+        "resume_grace_s",
+        "session_timeout_s",
+        "step_count",
+        "resume_token",
+    }
+    assert decode_reply(encode_closed(4)) == Reply("closed", {}, 4)
+    assert decode_reply(encode_state({"step_count": 1}).frame(2)) == Reply(
+        "state", {"step_count": 1}, 2
+    )
+    assert decode_reply(encode_mcp({"jsonrpc": "2.0"}).frame()) == Reply(
+        "mcp", {"jsonrpc": "2.0"}, None
+    )
+
+
+def test_close_codes_are_distinct_and_in_range() -> None:
+    assert len(set(CLOSE_CODES.values())) == len(CLOSE_CODES)
+    assert all(1000 <= code < 5000 for code in CLOSE_CODES)
+    assert CLOSE_CODES[CLOSE_RESTART] == "CLOSE_RESTART" and CLOSE_RESTART == 1012
 
 
 # --- where session ids travel -----------------------------------------------------------------

@@ -67,7 +67,10 @@ def test_page_and_relative_redirects(web_server: RunningServer) -> None:
 def test_disabled_by_default_and_never_imported(plain_server: RunningServer) -> None:
     with httpx.Client(base_url=plain_server.url, trust_env=False) as http:
         assert http.get("/web/").status_code == 404
-        assert http.get("/").status_code == 404
+        # `/` points to what there is instead of a bare 404 (docs/web.md).
+        index = http.get("/")
+        assert index.status_code == 200 and "/web" not in index.json()["routes"]
+        assert "ENABLE_WEB_INTERFACE" in index.json()["web"]
     code = (
         "import sys; from tests.apps.counter import app; "
         "assert 'openenv.core.env_server.web' not in sys.modules, 'imported'"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
+from openenv._install import pip_install, shown_path, source_checkout
+
 from .discovery import discover, find_environment
 from .errors import AutoEnvError, BaseURLRequiredError
 from .sources import resolve
@@ -155,7 +157,9 @@ def _listing(listed: list[dict[str, Any]]) -> str:
         lines.append(f"  {info['env_key']:<15}: {info['description'] or info['name']}")
         lines.append(f"  {'':<15}  {info['distribution']} {info['version']}, {info['client']}")
     if not listed:
-        lines.append("  none: install one with `pip install openenv-<name>`")
+        checkout = source_checkout()
+        where = f"{shown_path(checkout / 'envs')}/<name>_env" if checkout else "PATH/TO/<name>_env"
+        lines.append(f"  none: install one with `{pip_install()} -e {where}`")
     lines += [rule, f"Total: {len(listed)} environment{'' if len(listed) == 1 else 's'}"]
     return "\n".join(lines)
 

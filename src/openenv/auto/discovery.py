@@ -25,6 +25,13 @@ from typing import Any, Optional
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+from openenv._install import (
+    checkout_env_folder,
+    checkout_env_keys,
+    install_env_hint,
+    pip_install,
+    shown_path,
+)
 from openenv.core.manifest import (
     MANIFEST_NAME,
     EnvManifest,
@@ -147,10 +154,16 @@ class EnvInfo:
             if role in self.inferred
             else f"check the '{role}' key of openenv.yaml{where}"
         )
+        folder = checkout_env_folder(self.env_key)
+        reinstall = (
+            f"{pip_install()} -e {shown_path(folder)}"
+            if folder is not None
+            else f"{self.distribution} from where it came, e.g. `{pip_install()} -e PATH`"
+        )
         raise EnvironmentImportError(
             f"environment '{self.env_key}' ({self.distribution}): cannot load the {role} class "
             f"{target!r}: {'; '.join(problems)}. Reinstall the package with its dependencies "
-            f"(pip install {self.distribution}) or {hint}."
+            f"({reinstall}) or {hint}."
         )
 
 
@@ -249,12 +262,14 @@ def find_environment(name: str, hint: str = "") -> EnvInfo:
         )
     else:
         listing = ", ".join(installed) if installed else "none"
-        suggestion = key.replace("_", "-")
-        message = (
-            f"no installed environment named {name!r} (installed: {listing}). Install one with "
-            f"`pip install openenv-{suggestion}` (or `uv pip install -e envs/{key}_env` from a "
-            "checkout of the environments)."
-        )
+        message = f"no installed environment named {name!r} (installed: {listing}). "
+        if checkout_env_folder(key) is not None:
+            message += f"It is in this checkout: install it with {install_env_hint(key)}."
+        else:
+            message += f"Install it with {install_env_hint(key)}."
+            available = [k for k in checkout_env_keys() if k not in found.environments]
+            if available:
+                message += f" Not installed yet, in this checkout's envs/: {', '.join(available)}."
         if "/" in name:
             message += " Hugging Face Hub repositories are not installed automatically yet."
     if hint:

@@ -24,12 +24,16 @@ from .commands import (
     validate,
 )
 
+# Help as click formats it (rich_markup_mode=None): typer's rich help panels give every flag a
+# `<bool>` type column (typer 0.29) and read help texts as rich markup, which eats anything in
+# brackets (`openenv[docker]`). Plain help shows flags as `--reload / --no-reload`.
 app = typer.Typer(
     name="openenv",
     help="Build, serve and use agentic execution environments.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+from rich.text import Text
+
 from ._output import console
 
 DEFAULT_SUITE = "bookworm"
@@ -103,7 +105,9 @@ def build_base_image(
         rootfs = Path(work) / "rootfs"
         command = ["debootstrap", "--variant=minbase", f"--include={','.join(_PACKAGES)}"]
         command += [suite, str(rootfs)] + ([mirror] if mirror else [])
-        with console.status(f"Writing a Debian {suite} root file system with Python") as status:
+        with console.status(
+            Text(f"Writing a Debian {suite} root file system with Python")
+        ) as status:
             process = subprocess.Popen(
                 command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
             )
@@ -111,7 +115,7 @@ def build_base_image(
             lines: list[str] = []
             for line in process.stdout:
                 lines.append(line.rstrip())
-                status.update(f"debootstrap: {line.strip()[:80]}")
+                status.update(Text(f"debootstrap: {line.strip()[:80]}"))
             if process.wait() != 0:
                 raise BaseImageError("debootstrap failed:\n" + "\n".join(lines[-15:]))
         for relative in _PRUNE:
@@ -127,7 +131,7 @@ def build_base_image(
             f"LABEL {PACKAGES_LABEL}={','.join(_PACKAGES)}",
         ]
         repository, _, version = tag.partition(":")
-        with console.status(f"Importing the root file system as {tag}"):
+        with console.status(Text(f"Importing the root file system as {tag}")):
             tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
             try:
                 client.api.import_image_from_stream(

@@ -17,10 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from rich.text import Text
+
 import openenv
 from openenv.core.manifest import EnvProject
 
-from ._output import console
+from ._output import console, labelled
 
 
 class WheelError(RuntimeError):
@@ -107,8 +109,12 @@ def build_project_wheels(project: EnvProject, dest: Path) -> list[Path]:
     if unpinned == text:
         return [ours, build_wheel(project.root, dest)]
     console.print(
-        f"[dim]note:[/] {project.dist_name} pins openenv's version; its wheel requires the "
-        f"openenv {openenv.__version__} built here instead"
+        labelled(
+            "note:",
+            "dim",
+            f"{project.dist_name} pins openenv's version; its wheel requires the "
+            f"openenv {openenv.__version__} built here instead",
+        )
     )
     with tempfile.TemporaryDirectory(prefix="openenv-unpinned-") as scratch:
         copy = Path(scratch) / project.root.name
@@ -151,7 +157,7 @@ def collect_wheels(
     whole resolution to the index.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    with console.status(f"Building the wheels of openenv and {project.dist_name}"):
+    with console.status(Text(f"Building the wheels of openenv and {project.dist_name}")):
         local = build_project_wheels(project, dest)
     # Naming the local wheel files makes pip take them for `openenv` and the environment,
     # never the published `openenv` from the index.
@@ -159,7 +165,9 @@ def collect_wheels(
     cache = wheel_cache()
     cache.mkdir(parents=True, exist_ok=True)
     target = python_version or f"{sys.version_info.major}.{sys.version_info.minor}"
-    with console.status(f"Collecting the dependencies of {project.dist_name} for Python {target}"):
+    with console.status(
+        Text(f"Collecting the dependencies of {project.dist_name} for Python {target}")
+    ):
         offline = _collect_command(dest, requirements, python_version, offline=True)
         if subprocess.run(offline, capture_output=True).returncode != 0:
             online = _collect_command(dest, requirements, python_version, offline=False)

@@ -36,6 +36,9 @@ _LAZY = {
     "AnthropicClient": ".llm_client",
     "create_llm_client": ".llm_client",
     "is_infrastructure_error": ".errors",
+    "EnvironmentDiedError": ".errors",
+    "EnvironmentOwner": ".owner",
+    "PendingClient": ".owner",
 }
 
 
@@ -46,6 +49,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load on 
     from .errors import (
         CapacityReachedError,
         ConnectionLostError,
+        EnvironmentDiedError,
         EnvironmentExecutionError,
         InvalidRequestError,
         OpenEnvError,
@@ -68,6 +72,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time names load on 
         create_llm_client,
     )
     from .mcp_client import MCPClientBase, MCPToolClient
+    from .owner import EnvironmentOwner, PendingClient
     from .sync_client import SyncEnvClient
 
 

@@ -25,14 +25,17 @@ from .client_types import StepResult
 from .env_server.types import Observation, State
 from .errors import (
     ConnectionLostError,
+    EnvironmentDiedError,
     ProtocolViolationError,
     RequestTimeoutError,
     ServerUnreachableError,
     SessionLostError,
     error_from_data,
 )
+from .owner import EnvironmentOwner, OpenEnvProviderOwner, PendingClient, start_owned
 from .protocol import (
     BINARY_SUBPROTOCOL,
+    CLOSE_RESTART,
     EXTENDED_SUBPROTOCOLS,
     RESUME_TOKEN_HEADER,
     SUBPROTOCOL,
@@ -46,14 +49,12 @@ from .protocol import (
 from .utils import convert_to_http_url, convert_to_ws_url
 
 #: WebSocket close code of a server that shuts down (RFC 6455 "service restart"): its sessions
-#: are gone, reconnect and start anew instead of resuming.
-CLOSE_SERVICE_RESTART = 1012
+#: are gone, reconnect and start anew instead of resuming (protocol.py's `CLOSE_RESTART`).
+CLOSE_SERVICE_RESTART = CLOSE_RESTART
 
 if TYPE_CHECKING:
     from typing_extensions import Self
     from websockets.asyncio.client import ClientConnection
-
-    from openenv.providers.launch import PendingClient
 
     from .sync_client import SyncEnvClient
 
@@ -119,6 +120,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         unix_socket: str | None = None,
         api_key: str | None = None,
         binary_frames: bool = True,
+        owner: EnvironmentOwner | None = None,
     ) -> None:
         if base_url is None:
             raise ValueError("base_url is required (e.g. 'http://localhost:8000')")
@@ -139,9 +141,14 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.resume = resume
         self.max_reconnect_attempts = max_reconnect_attempts
         self.reconnect_backoff_s = reconnect_backoff_s
+        #: OpenEnv's `provider` argument, kept as OpenEnv's client keeps it.
         self._provider = provider
-        #: The environment this client's provider started for it, stopped by `close()`.
-        self._started_env: Any = None
+        #: What started this client's environment (`attach_owner`); `close()` stops it.
+        self._owner: EnvironmentOwner | None = None
+        if owner is not None:
+            self.attach_owner(owner)
+        elif provider is not None:
+            self.attach_owner(OpenEnvProviderOwner(provider))
         #: Reach the server through this Unix socket; `base_url` then only names the host.
         self.unix_socket = unix_socket
         #: Offer `openenv.v1.bin`: observations holding bytes or arrays then arrive as binary
@@ -185,6 +192,26 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     @property
     def supports_resume(self) -> bool:
         return self._extended
+
+    @property
+    def owner(self) -> EnvironmentOwner | None:
+        """What started this client's environment and stops it on `close()` (None: nothing;
+        the environment is someone else's to stop)."""
+        return self._owner
+
+    def attach_owner(self, owner: EnvironmentOwner) -> None:
+        """The environment this client drives was started by `owner`: `close()` stops it, and
+        when the connection fails the client asks it whether the environment still runs (a
+        dead one raises `EnvironmentDiedError` with its last output, not a connection error).
+        """
+        if not isinstance(owner, EnvironmentOwner):
+            raise TypeError(
+                f"{type(owner).__name__} is not an EnvironmentOwner (label, is_running(), "
+                "log_tail(), stop())"
+            )
+        if self._owner is not None and self._owner is not owner:
+            raise ValueError(f"this client's environment is already owned by {self._owner.label}")
+        self._owner = owner
 
     # -- connection ---------------------------------------------------------------------
 
@@ -265,19 +292,10 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     async def _close_async(self) -> None:
         await self._disconnect_async()
-        provider, self._provider = self._provider, None
-        env, self._started_env = self._started_env, None
-        if provider is None:
-            return
-        if env is not None:
-            await provider.stop(env)
-            return
-        # A provider written for OpenEnv: one environment per provider.
-        stop = getattr(provider, "stop_container", None) or getattr(provider, "stop", None)
-        if stop is not None:
-            result = stop()
-            if asyncio.iscoroutine(result):
-                await result
+        owner, self._owner = self._owner, None
+        self._provider = None
+        if owner is not None:
+            await owner.stop()
 
     # -- starting an environment -----------------------------------------------------------
 
@@ -298,11 +316,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         Keyword arguments: `env_vars`, `limits`, `network`, `port`, `ready_timeout_s` (or
         OpenEnv's `wait_timeout`) for the environment; client options for the client.
         """
-        from openenv.providers.launch import PendingClient, start_owned_client
-
         default = "docker" if use_docker else "local"
         return PendingClient(
-            lambda: start_owned_client(cls, name_or_folder, provider, default, dict(kwargs))
+            lambda: start_owned(cls, name_or_folder, provider, default, dict(kwargs))
         )
 
     @classmethod
@@ -311,36 +327,29 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     ) -> PendingClient[Self]:
         """Run `image` (hardened: see docs/providers.md) and return a client that removes the
         container on close: `await`, `async with`, or `.sync()` it."""
-        from openenv.providers.launch import PendingClient, start_owned_client
-
-        return PendingClient(
-            lambda: start_owned_client(cls, image, provider, "docker", dict(kwargs))
-        )
+        return PendingClient(lambda: start_owned(cls, image, provider, "docker", dict(kwargs)))
 
     async def _own_environment_is_gone(self) -> bool:
-        env, provider = self._started_env, self._provider
-        if env is None or provider is None:
+        owner = self._owner
+        if owner is None:
             return False
         try:
-            return not await provider.is_running(env)
+            return not await owner.is_running()
         except Exception:
             return False
 
     async def _environment_died(self, exc: BaseException) -> BaseException:
         """When this client's own environment is gone, say so (an infrastructure failure with
         the environment's last output) instead of reporting a mere connection problem."""
-        env, provider = self._started_env, self._provider
-        if env is None or provider is None or not await self._own_environment_is_gone():
+        owner = self._owner
+        if owner is None or not await self._own_environment_is_gone():
             return exc
-        from openenv.providers.base import EnvironmentDiedError
-
         log = ""
         with contextlib.suppress(Exception):
-            log = await provider.log_tail(env)
+            log = await owner.log_tail()
         died = EnvironmentDiedError(
-            f"environment {env.id} ({env.spec.target}) is gone: it crashed, was killed or ran "
-            f"out of its limits. This episode failed for infrastructure reasons; start a new "
-            "environment to continue."
+            f"{owner.label} is gone: it crashed, was killed or ran out of its limits. This "
+            "episode failed for infrastructure reasons; start a new environment to continue."
             + (f"\n--- last lines of its output ---\n{log}" if log else "")
         )
         died.__cause__ = exc
@@ -619,9 +628,10 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         try:
             return await self._request_once(kind, data, options)
         except (ConnectionError, SessionLostError, RequestTimeoutError) as exc:
-            if self._started_env is None:
+            died = await self._environment_died(exc)
+            if died is exc:
                 raise
-            raise await self._environment_died(exc) from exc
+            raise died from exc
 
     async def _request_once(
         self, kind: RequestKind, data: Any = None, options: dict[str, Any] | None = None

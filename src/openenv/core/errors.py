@@ -169,20 +169,48 @@ class ToolCallError(OpenEnvError):
         super().__init__(f"Tool '{tool_name}' failed: {message}")
 
 
+# -- starting and running environments (raised by providers and by the clients they own) -----
+# Defined here, not in `openenv.providers`, so that a client can say its environment died
+# without importing a provider; `openenv.providers` exports the same classes.
+
+
+class ProviderError(OpenEnvError):
+    """A provider could not start, reach or stop an environment (infrastructure)."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """This provider cannot run on this machine; the message says what to install."""
+
+
+class EnvironmentStartError(ProviderError):
+    """The environment was started but never became healthy; its log tail is attached."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        if log_tail:
+            message = f"{message}\n--- last lines of its output ---\n{log_tail}"
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class EnvironmentDiedError(ProviderError):
+    """A started environment is gone (crashed, killed, out of memory or over its wall time)."""
+
+
+#: The class a client raises for each code it receives (codes are protocol.py's).
 _CLASS_BY_CODE: dict[str, type[ServerError]] = {
-    "INVALID_JSON": InvalidRequestError,
-    "UNKNOWN_TYPE": InvalidRequestError,
-    "VALIDATION_ERROR": InvalidRequestError,
-    "MESSAGE_TOO_LARGE": InvalidRequestError,
-    "EXECUTION_ERROR": EnvironmentExecutionError,
-    "FACTORY_ERROR": FactoryError,
-    "REWARD_ERROR": RewardError,
-    "CAPACITY_REACHED": CapacityReachedError,
-    "SESSION_ERROR": SessionLostError,
-    "SESSION_NOT_FOUND": SessionLostError,
-    "SESSION_EXPIRED": SessionExpiredError,
-    "REPLY_EVICTED": ReplyEvictedError,
-    "TIMEOUT": CallTimeoutError,
+    WSErrorCode.INVALID_JSON.value: InvalidRequestError,
+    WSErrorCode.UNKNOWN_TYPE.value: InvalidRequestError,
+    WSErrorCode.VALIDATION_ERROR.value: InvalidRequestError,
+    WSErrorCode.MESSAGE_TOO_LARGE.value: InvalidRequestError,
+    WSErrorCode.EXECUTION_ERROR.value: EnvironmentExecutionError,
+    WSErrorCode.FACTORY_ERROR.value: FactoryError,
+    WSErrorCode.REWARD_ERROR.value: RewardError,
+    WSErrorCode.CAPACITY_REACHED.value: CapacityReachedError,
+    WSErrorCode.SESSION_ERROR.value: SessionLostError,
+    WSErrorCode.SESSION_NOT_FOUND.value: SessionLostError,
+    WSErrorCode.SESSION_EXPIRED.value: SessionExpiredError,
+    WSErrorCode.REPLY_EVICTED.value: ReplyEvictedError,
+    WSErrorCode.TIMEOUT.value: CallTimeoutError,
 }
 
 

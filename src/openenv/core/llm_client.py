@@ -206,7 +206,9 @@ def to_anthropic_tool(tool: Any) -> dict[str, Any]:
     return {"name": name, "description": description, "input_schema": _object_schema(schema)}
 
 
-def _decode_arguments(arguments: Any, body: Any) -> dict[str, Any]:
+def decode_tool_arguments(arguments: Any, body: Any) -> dict[str, Any]:
+    """A tool call's arguments as a dict (a JSON string is parsed); `LLMResponseError`, with
+    the response `body`, when they are not a JSON object."""
     if arguments is None or arguments == "":
         return {}
     if isinstance(arguments, str):
@@ -223,7 +225,7 @@ def _decode_arguments(arguments: Any, body: Any) -> dict[str, Any]:
     return arguments
 
 
-def _text_of(content: Any) -> str:
+def message_text(content: Any) -> str:
     """Text of an OpenAI message content (a string or a list of content parts)."""
     if content is None:
         return ""
@@ -297,7 +299,7 @@ def _resolve_base_url(
     return default
 
 
-def _api_root(base_url: str) -> str:
+def api_root(base_url: str) -> str:
     """Where the API paths (``/v1/...``) start: ``base_url`` without a trailing ``/v1``."""
     return base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
 
@@ -355,7 +357,7 @@ class LLMClient(ABC):
         await self.aclose()
 
 
-class _HTTPChatClient(LLMClient):
+class HTTPChatClient(LLMClient):
     """Shared plumbing: base URL, retries, per-event-loop httpx client."""
 
     DEFAULT_BASE_URL = ""
@@ -440,7 +442,7 @@ class _HTTPChatClient(LLMClient):
     ) -> dict[str, Any]:
         """POST with retries; ``headers`` add to this call's headers only (e.g. a proxy's
         per-request ``anthropic-version``)."""
-        url = _api_root(self.base_url) + path
+        url = api_root(self.base_url) + path
         attempts = self.max_retries + 1
         request_headers = {**self._headers(), **(headers or {})}
         for attempt in range(attempts):
@@ -514,7 +516,7 @@ class _HTTPChatClient(LLMClient):
 _MAX_COMPLETION_TOKENS_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 
 
-class OpenAIClient(_HTTPChatClient):
+class OpenAIClient(HTTPChatClient):
     """A model behind an OpenAI-compatible ``POST {base}/v1/chat/completions`` endpoint.
 
     Address it with ``base_url`` (``"http://localhost:8000"``; a trailing ``/v1`` is accepted)
@@ -604,10 +606,10 @@ class OpenAIClient(_HTTPChatClient):
                 ToolCall(
                     id=str(call.get("id") or f"call_{index}"),
                     name=str(function["name"]),
-                    args=_decode_arguments(function.get("arguments"), data),
+                    args=decode_tool_arguments(function.get("arguments"), data),
                 )
             )
-        return LLMResponse(content=_text_of(content), tool_calls=calls, raw=data)
+        return LLMResponse(content=message_text(content), tool_calls=calls, raw=data)
 
 
 # -- Anthropic ---------------------------------------------------------------------------------
@@ -635,7 +637,7 @@ def openai_to_anthropic_messages(
         role = message.get("role")
         content = message.get("content")
         if role in ("system", "developer"):
-            text = _text_of(content)
+            text = message_text(content)
             if text:
                 system_parts.append(text)
             continue
@@ -643,7 +645,7 @@ def openai_to_anthropic_messages(
             block = {
                 "type": "tool_result",
                 "tool_use_id": str(message.get("tool_call_id", "")),
-                "content": _text_of(content),
+                "content": message_text(content),
             }
             push("user", [block])
             continue
@@ -667,7 +669,7 @@ def openai_to_anthropic_messages(
                         "type": "tool_use",
                         "id": str(call.get("id", "")),
                         "name": function.get("name", ""),
-                        "input": _decode_arguments(function.get("arguments"), message),
+                        "input": decode_tool_arguments(function.get("arguments"), message),
                     }
                 )
         if blocks:
@@ -676,7 +678,7 @@ def openai_to_anthropic_messages(
     return system, converted
 
 
-class AnthropicClient(_HTTPChatClient):
+class AnthropicClient(HTTPChatClient):
     """A model behind the Anthropic Messages API (``POST {base}/v1/messages``).
 
     Same addressing, retry and error behaviour as `OpenAIClient`; messages and tools are
@@ -748,7 +750,7 @@ class AnthropicClient(_HTTPChatClient):
                     ToolCall(
                         id=str(block.get("id", "")),
                         name=str(block.get("name", "")),
-                        args=_decode_arguments(arguments, data),
+                        args=decode_tool_arguments(arguments, data),
                     )
                 )
         return LLMResponse(content="".join(texts), tool_calls=calls, raw=data)
@@ -774,7 +776,7 @@ def create_llm_client(
     ``max_retries``, ...) go to the client class."""
     name = provider.strip().lower()
     if name == "openai":
-        cls: type[_HTTPChatClient] = OpenAIClient
+        cls: type[HTTPChatClient] = OpenAIClient
         env_key = "OPENAI_API_KEY"
     elif name == "anthropic":
         cls = AnthropicClient

@@ -5,12 +5,17 @@ shape and one error code one meaning. Nothing in this module opens a socket or i
 framework: it turns bytes into typed messages and back, like a sans-I/O protocol core, and the
 transports around it own the I/O.
 
-What is here:
-- error codes, who is at fault for each (`ErrorCategory`) and its HTTP status;
+What is here, each defined once (every other module imports it from here, and
+docs/protocol.md lists the same codes: tests/unit/test_protocol_docs.py fails on a drift):
+- error codes, who is at fault for each (`ErrorCategory`) and its HTTP status, and the codes of
+  the `/harness` socket's `protocol_error` frames (`HarnessErrorCode`);
+- the WebSocket close codes the server sends (`CLOSE_CODES`);
 - the WebSocket subprotocol that turns on the extensions (request ids, resume);
 - where a session id travels on each transport;
 - the message models (WebSocket envelopes, HTTP bodies) with OpenEnv's names;
-- encoding and decoding of frames (`encode_frame`, `decode_request`, `decode_reply`).
+- encoding and decoding of frames (`encode_frame`, `decode_request`, `decode_reply`), and the one
+  encoder of every observation reply (`encode_observation`: WebSocket reset/step replies and the
+  HTTP reset/step bodies alike) with its reader (`decode_observation`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, Union
 from urllib.parse import parse_qsl, quote
 
@@ -82,6 +88,15 @@ ERROR_CATEGORY: dict[WSErrorCode, ErrorCategory] = {code: c for code, (c, _) in 
 HTTP_STATUS: dict[WSErrorCode, int] = {code: status for code, (_, status) in _ERRORS.items()}
 
 
+class HarnessErrorCode(str, Enum):
+    """Codes of the `/harness` socket's `protocol_error` frames (RFC 005's agent harness): the
+    frame was refused and the connection stays usable."""
+
+    INVALID_MESSAGE = "INVALID_MESSAGE"  # not a `{"type": "message", "content": ...}` frame
+    MESSAGE_TOO_LARGE = "MESSAGE_TOO_LARGE"  # over `max_message_bytes`
+    TOO_MANY_MESSAGES = "TOO_MANY_MESSAGES"  # too many messages queued while a turn runs
+
+
 def error_category(code: str) -> ErrorCategory:
     """Who is at fault for `code`; an unknown code is the infrastructure's (never a reward)."""
     try:
@@ -97,6 +112,41 @@ def error_data(code: WSErrorCode | str, message: str, **extra: Any) -> dict[str,
     data.update(extra)
     data["category"] = ERROR_CATEGORY[code].value
     return data
+
+
+# --- WebSocket close codes ----------------------------------------------------------------
+#
+# The codes a server closes a WebSocket with (RFC 6455's, and the 4000s, for applications).
+# Every other module imports them from here; none writes a close code as a number.
+
+#: A normal end: the client closed the session, or a refused connection after its error frame.
+CLOSE_NORMAL = 1000
+#: "Going away": the server stopped without a SIGTERM drain (its lifespan ended).
+CLOSE_SHUTDOWN = 1001
+#: The connection broke the server's rules: a flood of invalid frames, or a refused Origin or
+#: credentials (closed before the handshake completes, so the client sees HTTP 403).
+CLOSE_POLICY = 1008
+#: A worker process could not take a connection forwarded to it (multi-process servers).
+CLOSE_INTERNAL_ERROR = 1011
+#: Server shutting down (SIGTERM), "service restart": the session is gone with the server;
+#: reconnect and start a new session (on another server) instead of resuming.
+CLOSE_RESTART = 1012
+#: The session was idle for more than `session_timeout` seconds; its slot is freed.
+CLOSE_IDLE_TIMEOUT = 4001
+#: Another connection resumed this connection's session.
+CLOSE_TAKEN_OVER = 4002
+#: Every close code above, with its name here.
+CLOSE_CODES: Mapping[int, str] = MappingProxyType(
+    {
+        CLOSE_NORMAL: "CLOSE_NORMAL",
+        CLOSE_SHUTDOWN: "CLOSE_SHUTDOWN",
+        CLOSE_POLICY: "CLOSE_POLICY",
+        CLOSE_INTERNAL_ERROR: "CLOSE_INTERNAL_ERROR",
+        CLOSE_RESTART: "CLOSE_RESTART",
+        CLOSE_IDLE_TIMEOUT: "CLOSE_IDLE_TIMEOUT",
+        CLOSE_TAKEN_OVER: "CLOSE_TAKEN_OVER",
+    }
+)
 
 
 # --- negotiation and session ids ------------------------------------------------------------
@@ -463,6 +513,15 @@ def encode_frame(kind: str, data: Any, request_id: RequestId | None = None) -> b
     return dumps(msg)
 
 
+#: The bytes before a reply's data, by reply type: `{"type":"<type>","data":`.
+_FRAME_HEADS: dict[str, bytes] = {
+    kind: b'{"type":' + dumps(kind) + b',"data":' for kind in REPLY_MODELS
+}
+_FRAME_ID = b',"id":'
+#: The key of an HTTP session's id in HTTP reset/step bodies (an extension).
+SESSION_ID_FIELD = "session_id"
+
+
 class EncodedReply(NamedTuple):
     """A reply encoded once, without what differs per transport (the WebSocket envelope and
     request id, HTTP's session id). Sessions keep these for re-sent requests, measured in bytes,
@@ -478,15 +537,26 @@ class EncodedReply(NamedTuple):
         (a binary frame when there are attachments, unless the connection did not negotiate
         binary frames: a reply kept from a binary connection, re-sent to a resumed one that
         speaks JSON only, gets its attachments back inline)."""
-        payload = self.payload
-        if self.blobs and not binary:
-            payload = dumps(unpack_binary(pack_binary(payload, self.blobs)))
-        head = b'{"type":' + dumps(self.kind) + b',"data":' + payload
+        kind, payload, blobs = self
+        if blobs and not binary:
+            payload = dumps(unpack_binary(pack_binary(payload, blobs)))
+        head = _FRAME_HEADS.get(kind) or b'{"type":' + dumps(kind) + b',"data":'
         if request_id is None:
-            text = head + b"}"
+            text = b"".join((head, payload, b"}"))
+        elif type(request_id) is int:  # (JSON's integer is its decimal text: no encoder call)
+            text = b"".join((head, payload, b',"id":%d}' % request_id))
         else:
-            text = head + b',"id":' + dumps(request_id) + b"}"
-        return pack_binary(text, self.blobs) if self.blobs and binary else text
+            text = b"".join((head, payload, _FRAME_ID, dumps(request_id), b"}"))
+        return pack_binary(text, blobs) if blobs and binary else text
+
+    def body(self, session_id: str | None = None) -> bytes:
+        """The HTTP body of the reply: its data, with an HTTP session's id as its last key
+        (`session_id`) when there is one; always JSON (attachments back inline)."""
+        if session_id is not None:
+            return self.with_field(SESSION_ID_FIELD, session_id)
+        if self.blobs:
+            return dumps(unpack_binary(pack_binary(self.payload, self.blobs)))
+        return self.payload
 
     def with_field(self, name: str, value: Any) -> bytes:
         """The payload with one more key at its end (as if added to the dict before encoding);
@@ -497,6 +567,111 @@ class EncodedReply(NamedTuple):
             payload = dumps(unpack_binary(pack_binary(payload, self.blobs)))
         body = payload.rstrip()
         return body[:-1] + (extra if body.endswith(b"{}") else b"," + extra)
+
+
+#: Observation fields that travel beside the observation, not inside it.
+_OBSERVATION_ENVELOPE = {"reward", "done"}
+_PYDANTIC_DUMP = BaseModel.model_dump
+#: `EncodedReply(...)` without its Python-level constructor, and orjson without `dumps`'s call
+#: (each runs once per step).
+_new_reply = tuple.__new__
+_orjson_dumps = orjson.dumps
+
+
+def observation_data(observation: BaseModel) -> dict[str, Any]:
+    """The data of an observation reply (an `Observation`, or any model with `reward`, `done`
+    and `metadata`): OpenEnv's `{"observation", "reward", "done"}` plus the metadata.
+
+    Metadata sits both inside the observation (where OpenEnv 0.10 clients read it) and at the
+    top level. The reward keeps its own JSON type (bool, int or float) on every transport.
+    """
+    cls = type(observation)
+    if cls.model_dump is _PYDANTIC_DUMP:
+        # What `model_dump` does, without passing the serializer a dozen default keyword
+        # arguments: that costs a third of the dump, on every step. A class that overrides
+        # `model_dump` gets its own.
+        body = cls.__pydantic_serializer__.to_python(observation, exclude=_OBSERVATION_ENVELOPE)
+    else:
+        body = observation.model_dump(exclude=_OBSERVATION_ENVELOPE)
+    return {
+        "observation": body,
+        "reward": observation.reward,  # type: ignore[attr-defined]
+        "done": observation.done,  # type: ignore[attr-defined]
+        "metadata": observation.metadata,  # type: ignore[attr-defined]
+    }
+
+
+def encode_observation(observation: BaseModel, binary: bool = False) -> EncodedReply:
+    """Every reset and step reply, on every transport, encoded once: the WebSocket frame is
+    `.frame(request_id, binary)`, the HTTP body `.body(session_id)`, and a session keeps the
+    reply itself for a re-sent request. With `binary` (the connection negotiated binary frames)
+    the observation's bytes and arrays are attachments (`encode_payload`).
+
+    A value JSON cannot hold raises TypeError (the server reports it as the environment's
+    EXECUTION_ERROR)."""
+    data = observation_data(observation)
+    if binary:
+        payload, blobs = encode_payload(data, True)
+    else:  # `dumps`, inline: this runs for every step
+        payload, blobs = _orjson_dumps(data, default=_json_default, option=_ORJSON_OPTIONS), ()
+    return _new_reply(EncodedReply, ("observation", payload, blobs))
+
+
+def encode_state(state: dict[str, Any]) -> EncodedReply:
+    """The reply to a `state` request (`state` is the State's `model_dump()`)."""
+    return EncodedReply("state", dumps(state))
+
+
+def encode_mcp(result: Any) -> EncodedReply:
+    """The reply to an `mcp` request: its JSON-RPC response."""
+    return EncodedReply("mcp", dumps(result))
+
+
+def encode_session(
+    session_id: str,
+    *,
+    resumed: bool,
+    resume_grace_s: float,
+    session_timeout_s: float | None,
+    step_count: int,
+    resume_token: str | None,
+) -> bytes:
+    """The extension's `session` frame, the server's first frame on an extended connection."""
+    data = {
+        "session_id": session_id,
+        "resumed": resumed,
+        "resume_grace_s": resume_grace_s,
+        "session_timeout_s": session_timeout_s,
+        "step_count": step_count,
+        "resume_token": resume_token,
+    }
+    return encode_frame("session", data)
+
+
+def encode_closed(request_id: RequestId) -> bytes:
+    """The extension's acknowledgement of a `close` request that carried an id."""
+    return encode_frame("closed", {}, request_id)
+
+
+class ObservationReply(NamedTuple):
+    """An observation reply's data, read as OpenEnv 0.10's clients read it (client side)."""
+
+    observation: dict[str, Any]  # the observation's own fields (without its metadata)
+    reward: bool | int | float | None
+    done: bool
+    metadata: dict[str, Any]  # the top-level metadata, else the observation's own
+
+
+def decode_observation(data: Mapping[str, Any]) -> ObservationReply:
+    """The parts of an observation reply's data (a decoded `observation` frame's `data`, or an
+    HTTP reset/step body); ValueError when it is not one."""
+    body = data.get("observation")
+    if not isinstance(body, dict):
+        raise ValueError(f"Not an observation reply (keys: {sorted(map(str, data))[:8]})")
+    fields = dict(body)
+    inner = fields.pop("metadata", None)
+    metadata = data.get("metadata") or inner or {}
+    return ObservationReply(fields, data.get("reward"), bool(data.get("done", False)), metadata)
 
 
 def encode_request(
@@ -519,7 +694,12 @@ def encode_request(
 def encode_error(
     code: WSErrorCode | str, message: str, request_id: RequestId | None = None, **extra: Any
 ) -> bytes:
-    return encode_frame("error", error_data(code, message, **extra), request_id)
+    return encode_error_data(error_data(code, message, **extra), request_id)
+
+
+def encode_error_data(data: dict[str, Any], request_id: RequestId | None = None) -> bytes:
+    """An error frame of a ready `data` (`error_data`'s shape, e.g. `ServerError.to_data()`)."""
+    return encode_frame("error", data, request_id)
 
 
 #: How much of an offending input a validation error echoes back: a client that sends a huge
@@ -670,7 +850,7 @@ def decode_request(raw: str | bytes) -> Request | Rejected:
         try:
             model.model_validate(msg)
         except ValidationError as exc:
-            return Rejected(encode_frame("error", invalid_data(exc, "message"), request_id))
+            return Rejected(encode_error_data(invalid_data(exc, "message"), request_id))
         options = msg.get("options")
         try:
             if kind == "reset":
@@ -679,7 +859,7 @@ def decode_request(raw: str | bytes) -> Request | Rejected:
                 options = StepOptions.model_validate(options).model_dump(exclude_unset=True)
         except ValidationError as exc:
             what = "reset arguments" if kind == "reset" else "step options"
-            return Rejected(encode_frame("error", invalid_data(exc, what), request_id))
+            return Rejected(encode_error_data(invalid_data(exc, what), request_id))
         return Request(kind, data, request_id, options)  # type: ignore[arg-type]
     return Request(kind, data, request_id)  # type: ignore[arg-type]
 

@@ -81,20 +81,25 @@ class FleetStats:
 
 
 class _ServerWatch:
-    """Stands in as a session's provider: the client can tell a dead server from a network
-    blip, while stopping the server stays the fleet's job (closing a session stops nothing)."""
+    """A session's `EnvironmentOwner`: the client can tell a dead server from a network blip,
+    while stopping the server stays the fleet's job (closing a session stops nothing)."""
 
     def __init__(self, fleet: EnvFleet, server: FleetServer) -> None:
         self._fleet = fleet
         self._server = server
 
-    async def is_running(self, env: StartedEnv) -> bool:
+    @property
+    def label(self) -> str:
+        env = self._server.env
+        return f"environment {env.id} ({env.spec.target})"
+
+    async def is_running(self) -> bool:
         return self._server.alive and await self._fleet._server_alive(self._server)
 
-    async def log_tail(self, env: StartedEnv, lines: int = 40) -> str:
-        return await self._fleet.provider.log_tail(env, lines)
+    async def log_tail(self, lines: int = 40) -> str:
+        return await self._fleet.provider.log_tail(self._server.env, lines)
 
-    async def stop(self, env: StartedEnv) -> None:
+    async def stop(self) -> None:
         return None
 
 
@@ -297,8 +302,7 @@ class EnvFleet:
         client = self.client_class(**server.env.client_kwargs(), **self.client_kwargs)
         # The client's own dead-environment check (no reconnect storm against a dead server,
         # `EnvironmentDiedError` instead of a bare connection error) asks the fleet.
-        client._provider = _ServerWatch(self, server)
-        client._started_env = server.env
+        client.attach_owner(_ServerWatch(self, server))
         try:
             await client._connect_async()
         except BaseException as exc:
@@ -498,7 +502,7 @@ class EnvFleet:
             if not await self._server_alive(server):
                 self._lose_server(server)
                 continue
-            status = await self.provider._probe(server.env)
+            status = await self.provider.health_status(server.env)
             now = time.monotonic()
             if status == 200:
                 if server.unhealthy_since is not None:

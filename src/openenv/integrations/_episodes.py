@@ -25,7 +25,7 @@ from openenv.core.env_server.mcp_types import Tool
 from openenv.core.errors import OpenEnvError, exception_message
 from openenv.core.harness.rollout import (
     ToolResult,
-    _as_text,
+    as_text,
     is_model_error,
     tool_result_reward,
 )
@@ -181,7 +181,7 @@ class TextEpisode:
         self.steps += 1
         self.done = bool(result.done)
         self.total_reward += float(reward)
-        observation = f"Error: {result.error}" if result.error else _as_text(result.data)
+        observation = f"Error: {result.error}" if result.error else as_text(result.data)
         metadata: dict[str, Any] = {"env_reward": reward}
         if result.error:
             metadata["tool_error"] = result.error

@@ -30,7 +30,7 @@ from openenv.core.harness.rollout import (
     RolloutEvent,
     RolloutInfrastructureError,
     ToolTraceEntry,
-    _as_text,
+    as_text,
     build_harness_rollout_func,
     is_model_error,
     tool_result_reward,
@@ -364,7 +364,7 @@ class ServedEnvironment:
             self._reward = reward
         if result.error is not None and result.data is None:
             return f"error: {result.error}"
-        return _as_text(result.data)
+        return as_text(result.data)
 
     def get_reward(self) -> float:
         """The environment's last reward (`reward_without_step` when the model never acted)."""

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from openenv.core.llm_client import _text_of
+from openenv.core.llm_client import message_text
 
 __all__ = [
     "CALL_CLOSE",
@@ -86,7 +86,7 @@ def messages_for_template(
     plain: list[dict[str, str]] = []
     for message in messages:
         role = str(message.get("role") or "user")
-        text = _text_of(message.get("content"))
+        text = message_text(message.get("content"))
         if role == "assistant" and message.get("tool_calls"):
             calls = "\n".join(_call_text(call) for call in message["tool_calls"])
             text = f"{text}\n{calls}" if text else calls

@@ -24,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional, TypeVar
 
-from openenv.core.errors import OpenEnvError
+# The errors live in core (a client raises EnvironmentDiedError); they are exported here too.
+from openenv.core.errors import EnvironmentDiedError as EnvironmentDiedError
+from openenv.core.errors import EnvironmentStartError, ProviderError, ProviderUnavailableError
 from openenv.core.utils import run_coroutine_sync
 
 from .ownership import Owner
@@ -33,28 +35,6 @@ from .spec import EnvSpec
 logger = logging.getLogger("openenv.providers")
 
 T = TypeVar("T")
-
-
-class ProviderError(OpenEnvError):
-    """A provider could not start, reach or stop an environment (infrastructure)."""
-
-
-class ProviderUnavailableError(ProviderError):
-    """This provider cannot run on this machine; the message says what to install."""
-
-
-class EnvironmentStartError(ProviderError):
-    """The environment was started but never became healthy; its log tail is attached."""
-
-    def __init__(self, message: str, log_tail: str = "") -> None:
-        if log_tail:
-            message = f"{message}\n--- last lines of its output ---\n{log_tail}"
-        super().__init__(message)
-        self.log_tail = log_tail
-
-
-class EnvironmentDiedError(ProviderError):
-    """A started environment is gone (crashed, killed, out of memory or over its wall time)."""
 
 
 @dataclass
@@ -225,6 +205,10 @@ class Provider(ABC):
     async def is_running(self, env: StartedEnv) -> bool:
         """False once the environment is gone; used to tell a dead environment from a blip."""
         return await self._alive(env)
+
+    async def health_status(self, env: StartedEnv) -> Optional[int]:
+        """The HTTP status of the environment's `/health` now (None when nothing answers)."""
+        return await self._probe(env)
 
     async def wait_ready(self, env: StartedEnv, timeout_s: float = 60.0) -> None:
         """Poll `/health` until it answers 200; fail early if the environment died."""

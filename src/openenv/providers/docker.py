@@ -30,6 +30,7 @@ from typing import Any, Optional, TypeVar
 from urllib.parse import urlsplit
 
 from . import _docker as dk
+from ._docker import docker_run_command as docker_run_command  # `openenv build` prints it
 from .base import (
     EnvironmentStartError,
     Provider,
@@ -399,7 +400,7 @@ class DockerProvider(EngineProvider):
                 raise EnvironmentStartError(
                     f"docker: environment {spec.target!r} ({name}) exited before it was ready "
                     f"(exit code {state.get('ExitCode')})",
-                    _logs(name, 40),
+                    container_logs(name, 40),
                 )
             if network == "none":
                 base_url, unix_socket = "http://localhost", str(socket_dir) + "/server.sock"
@@ -438,7 +439,7 @@ class DockerProvider(EngineProvider):
         return any(env.id in item.names and item.state == "running" for item in listed)
 
     async def log_tail(self, env: StartedEnv, lines: int = 40) -> str:
-        return await run_blocking(_logs, env.id, lines)
+        return await run_blocking(container_logs, env.id, lines)
 
 
 class LocalDockerProvider(DockerProvider):
@@ -457,7 +458,7 @@ def _published_url(info: dict[str, Any], container_port: int) -> str:
     )
 
 
-def _logs(name: str, lines: int) -> str:
+def container_logs(name: str, lines: int) -> str:
     """The last `lines` of a container's output; "" once it is gone."""
     docker = dk.sdk()
     try:

@@ -1,19 +1,20 @@
 """Start an environment and hand back a client that owns it.
 
-`EnvClient.from_env`, `EnvClient.from_docker_image` and `AutoEnv.from_env` (without a base URL)
-come here. The returned `PendingClient` is what OpenEnv's factories return across versions:
-`await` it for a connected async client, `async with` it, call `.sync()` for a blocking one, or
-`asyncio.run()` it (a connected client that sync code may go on using).
+`EnvClient.from_env`, `EnvClient.from_docker_image` (through `openenv.core.owner.start_owned`)
+and `AutoEnv.from_env` (without a base URL) come here. The client is attached to a
+`ProviderOwner`, core's `EnvironmentOwner` contract implemented by the provider that started
+the environment. The returned `PendingClient` is what OpenEnv's factories return across
+versions: `await` it for a connected async client, `async with` it, call `.sync()` for a
+blocking one, or `asyncio.run()` it (a connected client that sync code may go on using).
 Whichever way, closing the client stops the environment it started.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Coroutine, Generator
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
-from openenv.core.utils import run_coroutine_sync
+# `PendingClient` is core's (what the clients' factories return); it is exported here too.
+from openenv.core.owner import PendingClient as PendingClient
 
 from .base import Provider, StartedEnv
 from .spec import EnvSpec
@@ -71,59 +72,26 @@ def resolve_provider(provider: Any, default: str) -> tuple[Any, bool]:
     return provider, False
 
 
-class PendingClient(Coroutine[Any, Any, C]):
-    """A client whose environment starts when it is awaited, entered or made sync.
+class ProviderOwner:
+    """The `EnvironmentOwner` of a client whose environment a provider started: the client
+    asks the provider whether it still runs and for its log, and stops it on close."""
 
-    It is also a coroutine, as OpenEnv's factory handle is: `asyncio.run(Env.from_env(...))`
-    gives a connected client, which sync code may go on using (it moves to its own loop).
-    """
+    def __init__(self, provider: Provider, env: StartedEnv) -> None:
+        self.provider = provider
+        self.env = env
 
-    def __init__(self, create: Callable[[], Coroutine[Any, Any, C]]) -> None:
-        self._create = create
-        self._client: Optional[C] = None
-        self._driven: Optional[Coroutine[Any, Any, C]] = None
+    @property
+    def label(self) -> str:
+        return f"environment {self.env.id} ({self.env.spec.target})"
 
-    def __await__(self) -> Generator[Any, None, C]:
-        return self._connected().__await__()
+    async def is_running(self) -> bool:
+        return await self.provider.is_running(self.env)
 
-    def _coroutine(self) -> Coroutine[Any, Any, C]:
-        if self._driven is None:
-            self._driven = self._connected()
-        return self._driven
+    async def log_tail(self, lines: int = 40) -> str:
+        return await self.provider.log_tail(self.env, lines)
 
-    def send(self, value: Any) -> Any:
-        return self._coroutine().send(value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._coroutine().throw(*args)
-
-    def close(self) -> None:
-        if self._driven is not None:
-            self._driven.close()
-
-    async def _connected(self) -> C:
-        client = await self._create()
-        try:
-            await client.connect()  # type: ignore[attr-defined]
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await client.close()  # type: ignore[attr-defined]
-            raise
-        return client
-
-    async def __aenter__(self) -> C:
-        self._client = await self._connected()
-        return self._client
-
-    async def __aexit__(self, *exc: Any) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()  # type: ignore[attr-defined]
-
-    def sync(self) -> Any:
-        """A blocking client (`SyncEnvClient`); use it in a `with` block or call `close()`."""
-        client = run_coroutine_sync(self._create())
-        return client.sync()  # type: ignore[attr-defined]
+    async def stop(self) -> None:
+        await self.provider.stop(self.env)
 
 
 async def start_owned_client(
@@ -142,11 +110,11 @@ async def start_owned_client(
         )
     env: StartedEnv = await instance.start(EnvSpec.of(target, **spec_fields))
     try:
-        client = client_cls(**env.client_kwargs(), provider=instance, **client_fields)  # type: ignore[call-arg]
+        client = client_cls(**env.client_kwargs(), **client_fields)
+        client.attach_owner(ProviderOwner(instance, env))  # type: ignore[attr-defined]
     except BaseException:
         await instance.stop(env)
         raise
-    client._started_env = env  # type: ignore[attr-defined]
     return client
 
 

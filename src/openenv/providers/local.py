@@ -28,7 +28,8 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, Optional
 
-from . import cgroups
+from openenv.isolation import cgroups
+
 from .base import (
     EnvironmentStartError,
     Provider,

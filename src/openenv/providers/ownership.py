@@ -195,7 +195,7 @@ def kill_process_tree(
 ) -> None:
     """Stop a resource's processes: its process group (it leads its own session), then every
     process left in its cgroups. With `grace_s`, SIGTERM first and SIGKILL after the grace."""
-    from . import cgroups as cg
+    from openenv.isolation import cgroups as cg
 
     if process_alive(pid, pid_start):
         if grace_s > 0:

@@ -85,17 +85,17 @@ class EnvServerActor:
             sys.path.insert(0, config["root"])
             with contextlib.suppress(OSError):
                 os.chdir(config["root"])
-        from openenv.providers.zygote import _bind, _load_app, _serve
+        from openenv.providers.zygote import bind_server_socket, load_app, serve_app
 
         self.node_ip = ray.util.get_node_ip_address()
         self.node_id = ray.get_runtime_context().get_node_id()
         host = config.get("host") or (
             "127.0.0.1" if self.node_ip == config["driver_ip"] else self.node_ip
         )
-        sock = _bind({"host": host, "port": config.get("port") or 0})
+        sock = bind_server_socket({"host": host, "port": config.get("port") or 0})
         self.url = f"http://{host}:{sock.getsockname()[1]}"
-        app = _load_app(config["app"], reimport=False)
-        self.thread = threading.Thread(target=_serve, args=(app, sock), daemon=True)
+        app = load_app(config["app"], reimport=False)
+        self.thread = threading.Thread(target=serve_app, args=(app, sock), daemon=True)
         self.thread.start()
 
     def _capture_logs(self) -> None:

@@ -116,7 +116,7 @@ def remove_record(record: LocalRecord, *, grace_s: float = 0.0) -> None:
             time.sleep(0.01)
     if record.owner.boot == boot_id():
         # A start that failed before its process existed may still have made its cgroups.
-        from . import cgroups
+        from openenv.isolation import cgroups
 
         for folder in record.cgroup or ():
             cgroups.kill_and_remove(folder)

@@ -5,11 +5,12 @@ folder and network policy: a new user, PID, IPC, UTS (and, for policy "none", ne
 namespace; a root filesystem that is an empty tmpfs with the system folders, the interpreter,
 its packages and the environment folder bound read-only; no environment variables of the
 trainer beyond a short allow-list. Then every environment it forks enters namespaces of its own
-(`isolation.py`): its own PID, mount, IPC, network and user namespace, a private /tmp and
-workspace, the folders it shares with other environments hidden, the sandbox user (nobody when
-the trainer is root) and no capabilities. The trainer moves its processes into its cgroup
-(memory, processes, CPU) before anyone can send it a request, so every process an episode starts
-is counted and killed with it; the sandbox itself has no access to any cgroup.
+(`openenv.isolation.namespaces`): its own PID, mount, IPC, network and user namespace, a private
+/tmp and workspace, the folders it shares with other environments hidden, the sandbox user
+(nobody when the trainer is root) and no capabilities. The trainer moves its processes into its
+cgroup (memory, processes, CPU) before anyone can send it a request, so every process an episode
+starts is counted and killed with it; the sandbox itself has no access to any cgroup. The
+bubblewrap and namespace mechanics are `openenv.isolation`'s, shared with `openenv.sandbox`.
 
 Importing an environment takes seconds, forking a warm fork server milliseconds: this is what
 keeps a sandboxed start within a few hundred milliseconds.
@@ -20,56 +21,35 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import functools
 import json
 import os
 import secrets
 import select
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
-from . import cgroups
+from openenv.isolation import cgroups
+from openenv.isolation.bubblewrap import (
+    SANDBOX_GID,
+    SANDBOX_UID,
+    BwrapMounts,
+    bound_paths,
+    bubblewrap_problem,
+    root_userns,
+)
+
 from .base import EnvironmentStartError, ProviderUnavailableError, StartedEnv
 from .local import ForkServer, LocalProcessProvider, runtime_dir
 from .ownership import LocalRecord, Owner, process_start_time
 from .spec import AppTarget, EnvSpec, resolve_app
 
-#: The user environments run as when the trainer is root (never root itself).
-SANDBOX_UID = 65534
-SANDBOX_GID = 65534
 #: The writable folder of each environment (a private tmpfs, like /tmp).
 WORKSPACE = "/workspace"
 
-INSTALL_HINT = "install bubblewrap (`apt-get install bubblewrap`)"
-
-#: /etc entries programs need to run (users, name resolution, TLS roots, time zone, linker).
-_ETC = (
-    "passwd",
-    "group",
-    "hosts",
-    "host.conf",
-    "nsswitch.conf",
-    "resolv.conf",
-    "gai.conf",
-    "protocols",
-    "services",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "localtime",
-    "timezone",
-    "ssl",
-    "ca-certificates",
-    "ca-certificates.conf",
-    "alternatives",
-    "mime.types",
-    "os-release",
-)
 #: Environment variables a sandboxed fork server gets from the trainer (besides OPENENV_*).
 _ENV_ALLOW = (
     "LANG",
@@ -80,149 +60,6 @@ _ENV_ALLOW = (
     "PYTHONHASHSEED",
     "PYTHONWARNINGS",
 )
-
-
-@functools.cache
-def _probe() -> Optional[str]:
-    """None when bubblewrap can create the namespaces we need here; else why not (one line)."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return f"sandbox: bubblewrap (bwrap) is not installed; {INSTALL_HINT}"
-    try:
-        result = subprocess.run(
-            [
-                bwrap,
-                "--unshare-user",
-                "--unshare-pid",
-                "--unshare-net",
-                "--unshare-ipc",
-                "--cap-add",
-                "ALL",
-                "--ro-bind",
-                "/",
-                "/",
-                "--proc",
-                "/proc",
-                "--dev",
-                "/dev",
-                "true",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"sandbox: bwrap did not run ({exc}); {INSTALL_HINT}"
-    if result.returncode != 0:
-        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return (
-            f"sandbox: bwrap cannot create namespaces here ({reason}); {INSTALL_HINT} and allow "
-            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)"
-        )
-    return None
-
-
-@functools.cache
-def _python_paths(python: str, pythonpath: str) -> tuple[str, ...]:
-    """Folders the fork server imports from: the interpreter's prefixes and its default
-    sys.path (site-packages, editable installs, PYTHONPATH), to bind read-only. Asked of the
-    interpreter itself, so the trainer's script folder or working folder is not among them."""
-    code = "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, *sys.path[1:]]))"
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": pythonpath}
-    result = subprocess.run(
-        [python, "-c", code], capture_output=True, text=True, env=env, cwd="/", check=True
-    )
-    paths = [p for p in json.loads(result.stdout) if p]
-    paths.append(os.path.dirname(os.path.abspath(python)))
-    paths.append(os.path.dirname(os.path.realpath(python)))
-    return tuple(paths)
-
-
-def _minimal(paths: list[str]) -> list[str]:
-    """Existing paths (and their real paths), without those inside another one or in /usr."""
-    found: set[str] = set()
-    for path in paths:
-        for candidate in (os.path.abspath(path), os.path.realpath(path)):
-            if os.path.exists(candidate):
-                found.add(candidate)
-    kept: list[str] = []
-    for path in sorted(found, key=len):
-        inside = ("/usr", *kept)
-        if path == "/" or any(path == k or path.startswith(k.rstrip("/") + "/") for k in inside):
-            continue
-        kept.append(path)
-    return sorted(kept)
-
-
-class BwrapMounts:
-    """The mount options of a bubblewrap command line, appended to `argv` in order.
-
-    bubblewrap creates a target's missing parent folders private (0700), so every parent is
-    first made as a readable folder; `made` remembers what exists inside the sandbox."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.argv = argv
-        self.made: set[str] = {"/"}
-
-    def bind(self, option: str, source: str, target: Optional[str] = None) -> None:
-        target = target or source
-        parent = os.path.dirname(target)
-        missing = []
-        while parent not in self.made:
-            missing.append(parent)
-            parent = os.path.dirname(parent)
-        for folder in reversed(missing):
-            self.argv.extend(["--perms", "0755", "--dir", folder])
-            self.made.add(folder)
-        self.argv.extend([option, source, target])
-        self.made.add(target)
-
-    def system(self) -> None:
-        """The host's programs and libraries read-only, and the /etc entries they need."""
-        self.bind("--ro-bind", "/usr")
-        for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-            if os.path.islink(top):
-                self.argv += ["--symlink", os.readlink(top), top]
-            elif os.path.isdir(top):
-                self.bind("--ro-bind", top)
-        for name in _ETC:
-            self.bind("--ro-bind-try", f"/etc/{name}")
-
-
-def bound_paths(python: str, root: Optional[Path], extra_ro: tuple[str, ...]) -> list[str]:
-    """What a sandbox binds read-only besides the system: imports, environment, extras."""
-    sources = [*_python_paths(python, os.environ.get("PYTHONPATH", "")), *extra_ro]
-    if root is not None:
-        sources.append(str(root))
-    return _minimal(sources)
-
-
-def _root_userns() -> int:
-    """For a root trainer: a user namespace mapping root and the sandbox user only, as an fd.
-
-    bubblewrap alone would map the sandbox's root to the host's root; with this namespace the
-    fork server is root inside (to set up each environment) and environments switch to an
-    unprivileged host user."""
-    own = os.readlink("/proc/self/ns/user")
-    helper = subprocess.Popen(
-        ["unshare", "--user", "--", "cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 5.0
-        while os.readlink(f"/proc/{helper.pid}/ns/user") == own:
-            if helper.poll() is not None or time.monotonic() > deadline:
-                raise ProviderUnavailableError(
-                    "sandbox: `unshare --user` failed; install util-linux and allow user namespaces"
-                )
-            time.sleep(0.0005)
-        mapping = f"0 0 1\n{SANDBOX_UID} {SANDBOX_UID} 1\n"
-        Path(f"/proc/{helper.pid}/uid_map").write_text(mapping)
-        Path(f"/proc/{helper.pid}/gid_map").write_text(f"0 0 1\n{SANDBOX_GID} {SANDBOX_GID} 1\n")
-        return os.open(f"/proc/{helper.pid}/ns/user", os.O_RDONLY)
-    finally:
-        if helper.stdin:
-            helper.stdin.close()
-        helper.wait()
 
 
 def _read_info(fd: int, timeout: float = 10.0) -> dict[str, Any]:
@@ -261,7 +98,7 @@ class SandboxForkServer(ForkServer):
         self.network = network
         self.shared = shared
         as_root = os.geteuid() == 0
-        ns_fd = _root_userns() if as_root else None
+        ns_fd = root_userns() if as_root else None
         info_r, info_w = os.pipe()
         # The environment's folder is bound; the trainer's working folder is not.
         cwd = str(root) if root else WORKSPACE
@@ -283,7 +120,7 @@ class SandboxForkServer(ForkServer):
         mounts.bind("--bind", str(shared))
         argv += ["--remount-ro", "/", "--chdir", cwd, "--"]
         # Locks bubblewrap's mounts before the fork server imports anything (see lock_down).
-        argv += [python, "-m", "openenv.providers.isolation"]
+        argv += [python, "-m", "openenv.isolation.namespaces"]
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -483,7 +320,7 @@ class SandboxProvider(LocalProcessProvider):
 
     @classmethod
     def check_available(cls) -> None:
-        reason = _probe()
+        reason = bubblewrap_problem()
         if reason is not None:
             raise ProviderUnavailableError(reason)
 

@@ -16,6 +16,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from openenv.core.errors import OpenEnvError
+from openenv.isolation.limits import ResourceLimits
 
 #: "none": the environment reaches no network; the trainer talks to it over a Unix socket.
 #: "egress": the environment may open connections; the trainer reaches it on a loopback port.
@@ -28,20 +29,7 @@ class SpecError(OpenEnvError, ValueError):
     category = "client"
 
 
-class ResourceLimits(BaseModel):
-    """Ceilings for one environment. None means the provider's default (no limit)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    cpus: Optional[float] = Field(default=None, gt=0, description="CPU cores (fractions allowed).")
-    memory_mb: Optional[int] = Field(default=None, gt=0, description="Memory ceiling in MiB.")
-    pids: Optional[int] = Field(default=None, gt=0, description="Processes and threads at once.")
-    wall_time_s: Optional[float] = Field(
-        default=None, gt=0, description="Lifetime; the provider stops the environment after it."
-    )
-
-    def is_empty(self) -> bool:
-        return all(value is None for value in self.model_dump().values())
+__all__ = ["AppTarget", "EnvSpec", "NetworkPolicy", "ResourceLimits", "SpecError", "resolve_app"]
 
 
 class EnvSpec(BaseModel):

@@ -37,7 +37,7 @@ from .base import (
     StartedEnv,
     run_blocking,
 )
-from .docker import CONTAINER_PORT, DEFAULT_LIMITS, DEFAULT_USER, EngineProvider, _logs
+from .docker import CONTAINER_PORT, DEFAULT_LIMITS, DEFAULT_USER, EngineProvider, container_logs
 from .ownership import Owner
 from .spec import EnvSpec, ResourceLimits, SpecError
 
@@ -277,7 +277,7 @@ class DockerSwarmProvider(EngineProvider):
                     raise EnvironmentStartError(
                         f"swarm: the task of {spec.target!r} ({name}) is "
                         f"{status.get('State')}: {status.get('Err') or status.get('Message')}",
-                        _logs(container_id, 40) if container_id else "",
+                        container_logs(container_id, 40) if container_id else "",
                     )
                 if not container_id:
                     continue
@@ -331,7 +331,7 @@ class DockerSwarmProvider(EngineProvider):
         container_id = env.info.get("container_id")
         if not container_id:
             return ""
-        return await run_blocking(_logs, container_id, lines)
+        return await run_blocking(container_logs, container_id, lines)
 
 
 def _merge(defaults: ResourceLimits, given: ResourceLimits) -> ResourceLimits:

@@ -32,8 +32,9 @@ from typing import Any, Optional, Union, overload
 from urllib.parse import urlsplit
 
 from openenv.core.utils import run_coroutine_sync
+from openenv.isolation import cgroups
+from openenv.isolation.spawn import set_parent_death_signal, spawn
 
-from . import cgroups
 from .base import (
     Provider,
     ProviderError,
@@ -44,7 +45,6 @@ from .base import (
 )
 from .ownership import LocalRecord, Owner, process_alive, process_start_time
 from .records import LocalRecordResources, delete_paths, load_record, remove_record
-from .spawn import set_parent_death_signal, spawn
 from .spec import EnvSpec, SpecError, resolve_app
 
 if sys.version_info >= (3, 11):

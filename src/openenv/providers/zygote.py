@@ -144,7 +144,7 @@ class Zygote:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         if cgroups:
-            from openenv.providers import cgroups as cg
+            from openenv.isolation import cgroups as cg
 
             for folder in cgroups:
                 cg.kill_and_remove(folder)
@@ -293,7 +293,7 @@ def _child(request: dict[str, Any], ready_fd: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     cgroups = request.get("cgroups") or []
     if cgroups:
-        from openenv.providers import cgroups as cg
+        from openenv.isolation import cgroups as cg
 
         cg.add_process(cgroups)
     limits = request.get("limits") or {}
@@ -328,20 +328,20 @@ def _child(request: dict[str, Any], ready_fd: int) -> None:
     if isolate:
         # Confinement binds the socket itself: after its namespaces exist, before it hides the
         # folders shared with other environments.
-        from openenv.providers import isolation
+        from openenv.isolation import namespaces as isolation
 
-        sock = isolation.enter(isolate, lambda: _bind(request), keep_fds=(ready_fd,))
+        sock = isolation.enter(isolate, lambda: bind_server_socket(request), keep_fds=(ready_fd,))
     else:
-        sock = _bind(request)
+        sock = bind_server_socket(request)
     port = sock.getsockname()[1] if sock.family != socket.AF_UNIX else None
     os.write(ready_fd, json.dumps({"port": port}).encode() + b"\n")
     os.close(ready_fd)
 
-    app = _load_app(request["app"], reimport=bool(env))
-    _serve(app, sock)
+    app = load_app(request["app"], reimport=bool(env))
+    serve_app(app, sock)
 
 
-def _bind(request: dict[str, Any]) -> socket.socket:
+def bind_server_socket(request: dict[str, Any]) -> socket.socket:
     uds = request.get("uds")
     if uds:
         with contextlib.suppress(FileNotFoundError):
@@ -360,7 +360,7 @@ def _bind(request: dict[str, Any]) -> socket.socket:
     return sock
 
 
-def _load_app(app: str, *, reimport: bool) -> Any:
+def load_app(app: str, *, reimport: bool) -> Any:
     """The app object; re-executed when the spec set environment variables, since apps read
     their settings (MAX_CONCURRENT_ENVS, game ids, ...) when they are built."""
     module_name, _, attr = app.partition(":")
@@ -373,7 +373,7 @@ def _load_app(app: str, *, reimport: bool) -> Any:
     return value
 
 
-def _serve(app: Any, sock: socket.socket) -> None:
+def serve_app(app: Any, sock: socket.socket) -> None:
     import uvicorn
 
     from openenv.core.env_server.runner import uvicorn_options

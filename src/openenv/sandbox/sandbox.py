@@ -42,17 +42,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Optional, Union
 
-from ..providers import cgroups
-from ..providers.sandbox import (
+from ..isolation import cgroups
+from ..isolation.bubblewrap import (
     SANDBOX_GID,
     SANDBOX_UID,
     BwrapMounts,
-    _root_userns,
     bound_paths,
+    bubblewrap_problem,
+    root_userns,
 )
-from ..providers.sandbox import _probe as _bubblewrap_problem
-from ..providers.spawn import spawn as on_spawner_thread
-from ..providers.spec import ResourceLimits
+from ..isolation.limits import ResourceLimits
+from ..isolation.spawn import spawn as on_spawner_thread
 from .limits import SandboxLimits
 from .result import ExecResult, ExecStatus
 
@@ -76,7 +76,7 @@ def choose_backend(requested: Optional[str] = None) -> str:
     it works here and process otherwise."""
     wanted = (requested or os.environ.get("OPENENV_SANDBOX") or "auto").strip().lower()
     if wanted in ("bwrap", "bubblewrap"):
-        problem = _bubblewrap_problem()
+        problem = bubblewrap_problem()
         if problem is not None:
             raise SandboxUnavailableError(problem)
         return "bubblewrap"
@@ -84,7 +84,7 @@ def choose_backend(requested: Optional[str] = None) -> str:
         return "process"
     if wanted != "auto":
         raise ValueError(f"unknown sandbox backend {wanted!r}; use auto, bubblewrap or process")
-    return "bubblewrap" if _bubblewrap_problem() is None else "process"
+    return "bubblewrap" if bubblewrap_problem() is None else "process"
 
 
 @functools.cache
@@ -182,7 +182,7 @@ class Sandbox:
         self._as_root = os.geteuid() == 0
         self._userns_fd: Optional[int] = None
         if self.backend == "bubblewrap" and self._as_root:
-            self._userns_fd = _root_userns()
+            self._userns_fd = root_userns()
         elif self.backend == "process" and self._as_root:
             _log.warning(
                 "sandbox: the process backend runs commands as root with no filesystem "

@@ -15,6 +15,7 @@ from typing import Any, Optional, Protocol
 from pydantic import BaseModel
 
 from openenv.core.errors import exception_message as _exc
+from openenv.core.protocol import WSErrorCode
 
 from ._jsonutil import check_schema, first_difference, normalize, short, validate, without
 from .report import CheckReport, Severity
@@ -75,7 +76,9 @@ DESCRIPTIONS = {
 class WireError(Exception):
     """What a client would receive as an error frame: `code` and a message."""
 
-    def __init__(self, message: str, code: str = "EXECUTION_ERROR", data: Any = None) -> None:
+    def __init__(
+        self, message: str, code: str = WSErrorCode.EXECUTION_ERROR.value, data: Any = None
+    ) -> None:
         self.message = message
         self.code = code
         self.data = data if isinstance(data, dict) else {}
@@ -493,7 +496,7 @@ class Checker:
             obs = await session.step(payload)
         except WireError as exc:
             text = exc.message
-            if exc.code != "VALIDATION_ERROR":
+            if exc.code != WSErrorCode.VALIDATION_ERROR.value:
                 problems.append(f"answered {exc.code} instead of VALIDATION_ERROR: {text}")
             elif not names_field(field_name, exc.data.get("errors"), text):
                 problems.append(f"the VALIDATION_ERROR does not name {field_name!r}: {text}")

@@ -34,14 +34,13 @@ from openenv.core.env_server.types import Action, Observation, State
 from openenv.core.errors import ServerError
 from openenv.core.errors import exception_message as _exc
 from openenv.core.generic_client import GenericEnvClient
-from openenv.core.protocol import dumps, loads
+from openenv.core.protocol import NEW_SESSION, SESSION_HEADER, WSErrorCode, dumps, loads
 from openenv.core.utils import convert_to_http_url
 
 from ._jsonutil import first_difference, normalize, short, unserializable_fields, without
 from .checks import Checker, Episode, Unavailable, WireError, names_field
 from .report import Severity
 
-SESSION_HEADER = "X-OpenEnv-Session-Id"
 _RELEASE_WAIT_S = 3.0
 
 
@@ -136,7 +135,7 @@ class _Instance:
         except ValidationError as exc:
             errors = exc.errors(include_url=False)
             raise WireError(
-                _validation_summary(exc), "VALIDATION_ERROR", {"errors": errors}
+                _validation_summary(exc), WSErrorCode.VALIDATION_ERROR.value, {"errors": errors}
             ) from None
         except Exception as exc:
             raise WireError(
@@ -634,7 +633,7 @@ class UrlDriver:
     async def _check_http_session(self, checker: Checker, ws_run: Episode) -> None:
         http, problems = self.http, []
         response = await http.post(
-            "/reset", json={"seed": checker.seed}, headers={SESSION_HEADER: "new"}
+            "/reset", json={"seed": checker.seed}, headers={SESSION_HEADER: NEW_SESSION}
         )
         body = response.json()
         sid = body.get("session_id") if isinstance(body, dict) else None

@@ -219,7 +219,7 @@ class CheckReport:
                 text = f"[dim]{escape(r.description or r.name)}[/]"
             else:
                 text = escape(r.detail or r.description)
-            table.add_row(f"[{styles[r.status]}]{r.status.upper()}[/]", r.name, text)
+            table.add_row(f"[{styles[r.status]}]{r.status.upper()}[/]", escape(r.name), text)
         return table
 
     def __rich__(self) -> Any:

@@ -28,6 +28,10 @@ because the allocator's fragmentation makes RSS after a cycle swing by 30-45% wi
 session, an unexpected error or missing reply, sessions, threads, descriptors or memory that
 did not come back (`SoakLimits`), an unhealthy server at the end.
 
+Raw sessions build their frames with `protocol.encode_request` and read the server's with
+`protocol.decode_reply` and `decode_observation`, so they speak the wire exactly as defined there
+(a frame that is not one of the protocol is a problem of the server).
+
 The server must serve `tests/apps/soak_env.py` (or any environment with the same contract:
 `SoakAction`, `SoakObservation`, `SoakState` below). Loopback only; Linux (`/proc`).
 """
@@ -38,7 +42,6 @@ import asyncio
 import contextlib
 import gc
 import itertools
-import json
 import random
 import socket
 import sys
@@ -54,7 +57,17 @@ import httpx
 
 from openenv.core.env_client import EnvClient
 from openenv.core.env_server.types import Action, Observation, State
-from openenv.core.protocol import RESUME_TOKEN_HEADER, SUBPROTOCOL
+from openenv.core.protocol import (
+    RESUME_TOKEN_HEADER,
+    SUBPROTOCOL,
+    ObservationReply,
+    Reply,
+    RequestKind,
+    WSErrorCode,
+    decode_observation,
+    decode_reply,
+    encode_request,
+)
 
 __all__ = [
     "KINDS",
@@ -117,13 +130,13 @@ KINDS: dict[str, float] = {
 
 #: Expected error code per malformed frame.
 _MALFORMED = {
-    "invalid_json": "INVALID_JSON",
-    "binary_garbage": "INVALID_JSON",
-    "unknown_type": "UNKNOWN_TYPE",
-    "missing_field": "VALIDATION_ERROR",
-    "wrong_type": "VALIDATION_ERROR",
-    "extra_field": "VALIDATION_ERROR",
-    "oversized": "MESSAGE_TOO_LARGE",
+    "invalid_json": WSErrorCode.INVALID_JSON.value,
+    "binary_garbage": WSErrorCode.INVALID_JSON.value,
+    "unknown_type": WSErrorCode.UNKNOWN_TYPE.value,
+    "missing_field": WSErrorCode.VALIDATION_ERROR.value,
+    "wrong_type": WSErrorCode.VALIDATION_ERROR.value,
+    "extra_field": WSErrorCode.VALIDATION_ERROR.value,
+    "oversized": WSErrorCode.MESSAGE_TOO_LARGE.value,
 }
 
 
@@ -355,10 +368,10 @@ class _Raw:
         )
         return cls(run, ws)
 
-    async def send(self, frame: dict[str, Any] | str | bytes) -> None:
-        await self.ws.send(json.dumps(frame) if isinstance(frame, dict) else frame)
+    async def send(self, frame: str | bytes) -> None:
+        await self.ws.send(frame)
 
-    async def recv(self, what: str) -> dict[str, Any]:
+    async def recv(self, what: str) -> Reply:
         try:
             raw = await asyncio.wait_for(self.ws.recv(), self.run.config.reply_timeout_s)
         except asyncio.TimeoutError:
@@ -366,23 +379,27 @@ class _Raw:
             raise _Problem(f"no reply to {what} within {limit:g}s") from None
         except Exception as exc:
             raise _Problem(f"connection lost waiting for {what}: {exc!r}") from None
-        frame: dict[str, Any] = json.loads(raw)
-        if frame.get("type") == "error":
-            self.run.result.errors[str(frame.get("data", {}).get("code"))] += 1
-        return frame
+        return self.decode(raw, what)
 
-    async def reply(self, rid: int, what: str) -> dict[str, Any]:
+    def decode(self, raw: str | bytes, what: str) -> Reply:
+        """A server frame, read as the protocol defines it (errors are counted)."""
+        try:
+            reply = decode_reply(raw)
+        except ValueError as exc:
+            raise _Problem(f"{what}: answered with a frame outside the protocol: {exc}") from None
+        if reply.is_error:
+            self.run.result.errors[str(reply.data.get("code"))] += 1
+        return reply
+
+    async def reply(self, rid: int, what: str) -> Reply:
         """The frame answering request `rid` (frames of other ids are a protocol error)."""
-        frame = await self.recv(what)
-        if frame.get("id") != rid:
-            raise _Problem(f"{what}: expected the reply to id {rid}, got {str(frame)[:200]}")
-        return frame
+        reply = await self.recv(what)
+        if reply.id != rid:
+            raise _Problem(f"{what}: expected the reply to id {rid}, got {str(reply)[:200]}")
+        return reply
 
-    async def call(self, kind: str, rid: int, data: Any = None) -> dict[str, Any]:
-        msg: dict[str, Any] = {"type": kind, "id": rid}
-        if data is not None:
-            msg["data"] = data
-        await self.send(msg)
+    async def call(self, kind: RequestKind, rid: int, data: Any = None) -> Reply:
+        await self.send(encode_request(kind, data, rid))
         return await self.reply(rid, kind)
 
     def cut(self) -> None:
@@ -396,35 +413,43 @@ class _Raw:
             await asyncio.wait_for(self.ws.close(), 5.0)
 
 
-def _malformed_frame(fault: str, rid: int, oversized_bytes: int) -> dict[str, Any] | str | bytes:
-    """The frame of one kind of fault in `_MALFORMED`."""
+def _malformed_frame(fault: str, rid: int, oversized_bytes: int) -> str | bytes:
+    """The frame of one kind of fault in `_MALFORMED`: not JSON, or the protocol's envelope
+    (`encode_request`) around a type or an action the server must refuse."""
     if fault == "invalid_json":
-        return '{"type": "step", "data": {"tag": '
+        frame = encode_request("step", {"tag": "0"}, rid)
+        return frame[: len(frame) // 2]  # a frame cut short
     if fault == "binary_garbage":
         return b"\xff\xfe\x00garbage"
     if fault == "unknown_type":
-        return {"type": "teleport", "id": rid}
+        return encode_request("teleport", None, rid)  # type: ignore[arg-type]
     data: Any = {
         "missing_field": {},
         "wrong_type": {"tag": ["a"]},
         "extra_field": {"tag": "1", "x": 1},
         "oversized": {"tag": "y" * oversized_bytes},
     }[fault]
-    return {"type": "step", "id": rid, "data": data}
+    return encode_request("step", data, rid)
 
 
-def _error_code(frame: dict[str, Any]) -> str | None:
-    if frame.get("type") != "error":
-        return None
-    code = frame.get("data", {}).get("code")
+def _error_code(reply: Reply) -> str | None:
+    code = reply.data.get("code") if reply.is_error else None
     return code if isinstance(code, str) else None
 
 
-def _observation(frame: dict[str, Any], what: str) -> dict[str, Any]:
-    if frame.get("type") != "observation":
-        raise _Problem(f"{what}: expected an observation, got {str(frame)[:300]}")
-    data: dict[str, Any] = frame["data"]
-    return data
+def _observation(reply: Reply, what: str) -> ObservationReply:
+    """The observation a reply carries (anything else is a problem)."""
+    if reply.kind != "observation":
+        raise _Problem(f"{what}: expected an observation, got {str(reply)[:300]}")
+    try:
+        return decode_observation(reply.data)
+    except ValueError as exc:
+        raise _Problem(f"{what}: {exc}") from None
+
+
+def _tags(state: Reply) -> Any:
+    """The tags of a `state` reply (None when it is not one)."""
+    return state.data.get("tags") if state.kind == "state" else None
 
 
 class _Cycle:
@@ -445,15 +470,15 @@ class _Cycle:
     async def think(self) -> None:
         await asyncio.sleep(self.rng.random() * self.config.think_s)
 
-    async def timed_step(self, conn: _Raw, rid: int, action: dict[str, Any]) -> dict[str, Any]:
+    async def timed_step(self, conn: _Raw, rid: int, action: dict[str, Any]) -> ObservationReply:
         start = time.perf_counter()
-        frame = await conn.call("step", rid, action)
+        reply = await conn.call("step", rid, action)
         self.result.latencies_ms.append((time.perf_counter() - start) * 1000)
-        data = _observation(frame, f"step {action['tag']}")
-        if data["observation"].get("tag") != action["tag"]:
-            raise _Problem(f"step {action['tag']} answered with tag {data['observation']}")
+        obs = _observation(reply, f"step {action['tag']}")
+        if obs.observation.get("tag") != action["tag"]:
+            raise _Problem(f"step {action['tag']} answered with tag {obs.observation}")
         self.result.steps += 1
-        return data
+        return obs
 
     async def release(self, gate: str) -> None:
         """Open a gate through a stateless HTTP step (a fresh environment, no session)."""
@@ -513,11 +538,11 @@ class _Cycle:
                 await self.timed_step(conn, next(self.ids), {"tag": str(n)})
                 sent.append(str(n))
             state = await conn.call("state", next(self.ids))
-            if state.get("data", {}).get("tags") != sent:
-                raise _Problem(f"clean session: state tags {state.get('data')} != {sent}")
-            await conn.send({"type": "close", "id": 0})
+            if _tags(state) != sent:
+                raise _Problem(f"clean session: state tags {state.data} != {sent}")
+            await conn.send(encode_request("close", request_id=0))
             closed = await conn.recv("close")
-            if closed.get("type") != "closed":
+            if closed.kind != "closed" or closed.id != 0:
                 raise _Problem(f"close answered with {closed}")
         finally:
             await conn.close()
@@ -567,7 +592,7 @@ class _Cycle:
         steps = self.rng.randint(max(2, cfg.min_steps), max(2, cfg.max_steps))
         conn = await _Raw.open(self, resumable=True)
         try:
-            info = (await conn.recv("session frame"))["data"]
+            info = (await conn.recv("session frame")).data
             sid, token = info["session_id"], info["resume_token"]
             _observation(await conn.call("reset", next(self.ids), {}), "reset")
             acked: list[str] = []
@@ -583,7 +608,7 @@ class _Cycle:
                     continue
                 in_flight = self.rng.random() < 0.7
                 if in_flight:
-                    await conn.send({"type": "step", "id": rid, "data": action})
+                    await conn.send(encode_request("step", action, rid))
                     await asyncio.sleep(self.rng.random() * 0.003)
                 else:
                     await self.timed_step(conn, rid, action)
@@ -597,11 +622,11 @@ class _Cycle:
                     else:
                         unacked.append(tag)
             state = await conn.call("state", next(self.ids))
-            tags = state.get("data", {}).get("tags")
+            tags = _tags(state)
             if not isinstance(tags, list):
                 raise _Problem(f"resumed session: no state: {str(state)[:300]}")
             self.result.problems.extend(self.check_tags("resumed session", tags, acked, unacked))
-            await conn.send({"type": "close"})
+            await conn.send(encode_request("close"))
         finally:
             await conn.close()
 
@@ -613,7 +638,7 @@ class _Cycle:
         for n in range(self.rng.randint(0, 3)):
             await self.timed_step(conn, next(self.ids), {"tag": str(n)})
         if self.rng.random() < 0.5:
-            await conn.send({"type": "step", "id": next(self.ids), "data": {"tag": "99"}})
+            await conn.send(encode_request("step", {"tag": "99"}, next(self.ids)))
         conn.cut()
 
     async def malformed(self) -> None:
@@ -628,19 +653,18 @@ class _Cycle:
             for n, fault in enumerate(faults):
                 rid = next(self.ids)
                 await conn.send(_malformed_frame(fault, rid, cfg.oversized_bytes))
-                frame = await conn.recv(fault)
-                code = frame.get("data", {}).get("code")
-                if frame.get("type") != "error" or code != _MALFORMED[fault]:
-                    raise _Problem(f"{fault} frame answered with {str(frame)[:300]}")
-                if frame["data"].get("category") != "client":
-                    raise _Problem(f"{fault} frame blamed on {frame['data'].get('category')}")
+                reply = await conn.recv(fault)
+                if _error_code(reply) != _MALFORMED[fault]:
+                    raise _Problem(f"{fault} frame answered with {str(reply)[:300]}")
+                if reply.data.get("category") != "client":
+                    raise _Problem(f"{fault} frame blamed on {reply.data.get('category')}")
                 # The session stays usable.
                 await self.timed_step(conn, next(self.ids), {"tag": str(n)})
                 applied.append(str(n))
             state = await conn.call("state", next(self.ids))
-            if state.get("data", {}).get("tags") != applied:
-                raise _Problem(f"after malformed frames: tags {state.get('data')} != {applied}")
-            await conn.send({"type": "close"})
+            if _tags(state) != applied:
+                raise _Problem(f"after malformed frames: tags {state.data} != {applied}")
+            await conn.send(encode_request("close"))
         finally:
             await conn.close()
 
@@ -655,21 +679,18 @@ class _Cycle:
             for n in range(cfg.slow_requests):
                 rid = next(self.ids)
                 rids.append(rid)
-                await conn.send(
-                    {"type": "step", "id": rid, "data": {"tag": str(n), "pad": cfg.slow_pad}}
-                )
+                await conn.send(encode_request("step", {"tag": str(n), "pad": cfg.slow_pad}, rid))
             await asyncio.sleep(self.rng.uniform(*cfg.slow_pause_s))
             for n, rid in enumerate(rids):
-                data = _observation(await conn.reply(rid, "slow step"), "slow step")
-                obs = data["observation"]
+                obs = _observation(await conn.reply(rid, "slow step"), "slow step").observation
                 if obs.get("tag") != str(n) or len(obs.get("pad", "")) != cfg.slow_pad:
                     raise _Problem(f"slow reader: step {n} answered wrongly")
                 self.result.steps += 1
             state = await conn.call("state", next(self.ids))
             expected = [str(n) for n in range(cfg.slow_requests)]
-            if state.get("data", {}).get("tags") != expected:
+            if _tags(state) != expected:
                 raise _Problem("slow reader: state tags differ from the steps sent")
-            await conn.send({"type": "close"})
+            await conn.send(encode_request("close"))
         finally:
             await conn.close()
 
@@ -677,7 +698,7 @@ class _Cycle:
         """Reattach to a session from a new connection; its first frame must say resumed."""
         conn = await _Raw.open(self, resumable=True, session_id=session_id, token=token)
         first = await conn.recv("session frame after resume")
-        if first.get("type") != "session" or not first["data"].get("resumed"):
+        if first.kind != "session" or not first.data.get("resumed"):
             await conn.close()
             raise _Problem(f"{what} refused: {str(first)[:300]}")
         self.result.resumes += 1
@@ -693,15 +714,14 @@ class _Cycle:
         old = await _Raw.open(self, resumable=True, slow=True)
         conn: _Raw | None = None
         try:
-            info = (await old.recv("session frame"))["data"]
+            info = (await old.recv("session frame")).data
             _observation(await old.call("reset", next(self.ids), {}), "reset")
             sent = []
             for n in range(cfg.slow_requests):
                 rid = next(self.ids)
-                sent.append(
-                    (rid, {"type": "step", "id": rid, "data": {"tag": str(n), "pad": cfg.slow_pad}})
-                )
-                await old.send(sent[-1][1])
+                frame = encode_request("step", {"tag": str(n), "pad": cfg.slow_pad}, rid)
+                sent.append((rid, frame))
+                await old.send(frame)
             await asyncio.sleep(self.rng.uniform(*cfg.slow_pause_s))
             conn = await self.reattach(
                 info["session_id"], info["resume_token"], "resume from a stuck connection"
@@ -712,17 +732,17 @@ class _Cycle:
             for n, (rid, frame) in enumerate(sent):
                 await conn.send(frame)
                 reply = await conn.reply(rid, "re-sent step")
-                if n < len(sent) - kept and _error_code(reply) == "REPLY_EVICTED":
+                if n < len(sent) - kept and _error_code(reply) == WSErrorCode.REPLY_EVICTED.value:
                     continue
-                data = _observation(reply, "re-sent step")
-                if data["observation"].get("tag") != str(n):
+                obs = _observation(reply, "re-sent step")
+                if obs.observation.get("tag") != str(n):
                     raise _Problem(f"stuck resume: step {n} answered wrongly")
                 self.result.steps += 1
             state = await conn.call("state", next(self.ids))
             expected = [str(n) for n in range(len(sent))]
-            if state.get("data", {}).get("tags") != expected:
-                raise _Problem(f"stuck resume: tags {state.get('data', {}).get('tags')}")
-            await conn.send({"type": "close"})
+            if _tags(state) != expected:
+                raise _Problem(f"stuck resume: tags {_tags(state)}")
+            await conn.send(encode_request("close"))
         finally:
             old.cut()
             if conn is not None:
@@ -741,10 +761,10 @@ class _Cycle:
         try:
             info: dict[str, Any] = {}
             if conn.ws.subprotocol:
-                info = (await conn.recv("session frame"))["data"]
+                info = (await conn.recv("session frame")).data
             _observation(await conn.call("reset", next(self.ids), {}), "reset")
             rid = next(self.ids)
-            step = {"type": "step", "id": rid, "data": {"tag": "0", "hold": gate}}
+            step = encode_request("step", {"tag": "0", "hold": gate}, rid)
             await conn.send(step)
             resumed = bool(info) and self.rng.random() < 0.4
             if resumed:
@@ -767,20 +787,19 @@ class _Cycle:
                 await self.release(gate)
                 reply = await conn.reply(rid, "hung step")
             else:
-                reply = json.loads(frame)
-                if reply.get("type") == "error":
-                    self.result.errors[str(reply.get("data", {}).get("code"))] += 1
+                reply = conn.decode(frame, "hung step")
             # A server-side deadline answers TIMEOUT; without one the released step completes.
-            code = reply.get("data", {}).get("code") if reply.get("type") == "error" else None
-            if reply.get("id") != rid or (reply.get("type") != "observation" and code != "TIMEOUT"):
+            code = _error_code(reply)
+            timed_out = code == WSErrorCode.TIMEOUT.value
+            if reply.id != rid or (reply.kind != "observation" and not timed_out):
                 raise _Problem(f"hung step answered with {str(reply)[:300]}")
             if code is None:
                 state = await conn.call("state", next(self.ids))
-                tags = state.get("data", {}).get("tags")
+                tags = _tags(state)
                 if tags != ["0"]:
                     raise _Problem(f"hung step (resumed: {resumed}) applied as {tags}")
             with contextlib.suppress(Exception):  # a timed-out session may be closed already
-                await conn.send({"type": "close"})
+                await conn.send(encode_request("close"))
         finally:
             if gate in self.gates:
                 await self.release(gate)

@@ -489,10 +489,20 @@ class _FolderChecker:
         if (self.root / "uv.lock").is_file():
             self.add("uv_lock", description, True, "uv.lock", required=False)
             return
+        from openenv import _install
+
+        if _install.uses_uv():
+            details = "no uv.lock: run `uv lock` in the folder for reproducible builds"
+        else:
+            # A pip user: nothing of theirs reads the file; say so before naming uv.
+            details = (
+                "no uv.lock (optional: pip and `openenv build` do not use it; uv-based image "
+                "builds such as OpenEnv's install from it. To write it: `pip install uv`, then "
+                "`uv lock` in the folder)"
+            )
         workspace = next((p for p in self.root.parents if (p / "uv.lock").is_file()), None)
-        details = "no uv.lock: run `uv lock` in the folder for reproducible builds"
         if workspace is not None:
-            details += f" (the workspace's {workspace / 'uv.lock'} does not travel with it)"
+            details += f"; the workspace's {workspace / 'uv.lock'} does not travel with it"
         self.add("uv_lock", description, False, details, required=False)
 
     def deployment_modes(self) -> dict[str, Any]:

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
+from rich.text import Text
 
 from openenv.core.manifest import EnvProject, ManifestError, load_project
-from openenv.providers._docker import docker_run_command
+from openenv.providers.docker import docker_run_command
 
 from .._output import console, fail, success
 from ..base_image import (
@@ -82,7 +84,7 @@ def ensure_base_image(client: Any, image: str, *, rebuild: bool, suite: str) -> 
                 f"Build or load it first, or drop --base-image to use {DEFAULT_BASE_IMAGE}, "
                 "which openenv makes locally.",
             )
-        console.print(f"Making the base image [bold]{image}[/] (once per machine)")
+        console.print(f"Making the base image [bold]{escape(image)}[/] (once per machine)")
         try:
             build_base_image(client, image, suite=suite)
         except BaseImageError as exc:
@@ -142,7 +144,7 @@ def run_docker_build(
     image_id: Optional[str] = None
     build_id = secrets.token_hex(8)
     build_args = {**build_args, "OPENENV_BUILD": build_id}
-    with console.status(f"Building {tag}") as status:
+    with console.status(Text(f"Building {tag}")) as status:
         for chunk in client.api.build(
             path=str(context),
             dockerfile=str(dockerfile.relative_to(context)),
@@ -161,7 +163,7 @@ def run_docker_build(
             if text:
                 log.extend(text.splitlines())
                 if text.startswith("Step "):
-                    status.update(f"Building {tag}: {text[:90]}")
+                    status.update(Text(f"Building {tag}: {text[:90]}"))
             if "aux" in chunk and "ID" in chunk["aux"]:
                 image_id = chunk["aux"]["ID"]
     if image_id is None:
@@ -229,7 +231,9 @@ def register(app: typer.Typer) -> None:
             context = Path(work) / "context"
             dockerfile = stage_context(project, context, python, use_template=use_template)
             wheels = len(list((context / "wheels").glob("*.whl")))
-            console.print(f"Staged {project.root.name} with {wheels} wheels for Python {python}")
+            console.print(
+                escape(f"Staged {project.root.name} with {wheels} wheels for Python {python}")
+            )
             if keep_context is not None:
                 shutil.copytree(context, keep_context, dirs_exist_ok=True)
             image_id = run_docker_build(client, context, dockerfile, tag, args, no_cache)
@@ -237,5 +241,5 @@ def register(app: typer.Typer) -> None:
         success(
             f"built {tag} ({image_id[7:19]}, {size:.0f} MB) in {time.monotonic() - started:.0f} s"
         )
-        console.print(f"Run it: {docker_run_command(tag)}")
+        console.print(escape(f"Run it: {docker_run_command(tag)}"))
         typer.echo(tag)

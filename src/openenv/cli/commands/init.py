@@ -348,12 +348,12 @@ def write_atomically(target: Path, files: dict[str, str]) -> None:
 def _check_target(target: Path) -> None:
     for folder in (target.parent, *target.parent.parents):
         if folder.exists() and not folder.is_dir():
-            fail(f"{escape(str(folder))} is a file, not a folder.", "Pass a folder to -o.", 2)
+            fail(f"{folder} is a file, not a folder.", "Pass a folder to -o.", 2)
     if target.exists() and not target.is_dir():
-        fail(f"{escape(str(target))} exists and is a file.", "Pick another NAME or -o folder.", 2)
+        fail(f"{target} exists and is a file.", "Pick another NAME or -o folder.", 2)
     if target.is_dir() and any(target.iterdir()):
         fail(
-            f"{escape(str(target))} already exists and is not empty.",
+            f"{target} already exists and is not empty.",
             "Pick another NAME or -o/--output-dir, or move that folder away first.",
             2,
         )
@@ -474,7 +474,7 @@ def register(app: typer.Typer) -> None:
         problem = name_problem(name)
         if problem is not None:
             fail(
-                f"'{escape(name)}' is not a valid environment name: {problem}.",
+                f"'{name}' is not a valid environment name: {problem}.",
                 f"Try `openenv init {suggest_name(name)}`.",
                 code=2,
             )
@@ -488,9 +488,9 @@ def register(app: typer.Typer) -> None:
             write_atomically(target, files)
         except OSError as exc:
             fail(
-                f"could not create {escape(str(target))}: {escape(str(exc))}",
+                f"could not create {target}: {exc}",
                 "Check that the output folder is writable; nothing was left behind.",
             )
-        success(f"Created {names.title} ({names.dist}) in {escape(str(target))}")
+        success(f"Created {names.title} ({names.dist}) in {target}")
         _next_steps(target)
         typer.echo(str(target))

@@ -8,8 +8,9 @@ import warnings
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from .._output import console
+from .._output import console, labelled
 
 
 def register(app: typer.Typer) -> None:
@@ -30,10 +31,10 @@ def register(app: typer.Typer) -> None:
             table = Table("name", "package", "version", "client", "description", box=None)
             for info in infos:
                 client = info.client.rpartition(":")[2]
-                table.add_row(
-                    info.env_key, info.distribution, info.version, client, info.description
-                )
+                # Cells are plain text: a description may hold brackets, which markup eats.
+                cells = (info.env_key, info.distribution, info.version, client, info.description)
+                table.add_row(*(Text(cell) for cell in cells))
             Console(highlight=False).print(table)
         for warning in caught:
             if issubclass(warning.category, DiscoveryWarning):
-                console.print(f"[yellow]skipped:[/] {warning.message}")
+                console.print(labelled("skipped:", "yellow", str(warning.message)))

@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
                 fail(f"{checkpoint} is not a transformers checkpoint (no config.json)", code=2)
 
             def ready(url: str, model: str) -> None:
-                success(f"Serving [bold]{model}[/] at {url}/v1 (Ctrl-C stops)")
+                success(f"Serving {model} at {url}/v1 (Ctrl-C stops)")
 
             serve_forever(
                 checkpoint,

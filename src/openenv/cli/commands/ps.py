@@ -119,8 +119,8 @@ def _table(found: list[Found]) -> Table:
         r = item.resource
         owner = r.owner.describe() if r.owner is not None else "unknown"
         table.add_row(
-            r.provider,
-            r.id,
+            escape(r.provider),
+            escape(r.id),
             escape(r.target),
             escape(owner),
             _alive(r.owner_alive),
@@ -147,7 +147,13 @@ def register(app: typer.Typer) -> None:
             False, "--verbose", "-v", help="Say which providers were skipped and why."
         ),
     ) -> None:
-        """List the environments every provider started on this machine, whoever owns them."""
+        """List running environments: those you started with the local, sandbox or uv
+        provider, and every one the Docker engine (or a cluster) lists.
+
+        Local, sandbox and uv environments are recorded in your own state folder
+        ($OPENENV_STATE_DIR, else ~/.local/state/openenv), so another user's do not show here;
+        containers and cluster resources are listed by their engine, whoever started them.
+        """
         found, failures = collect(verbose)
         if as_json:
             typer.echo(json.dumps([as_dict(item.resource) for item in found], indent=2))

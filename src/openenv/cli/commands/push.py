@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
+from rich.text import Text
 
 from openenv.core.manifest import EnvProject, ManifestError, load_project
 
-from .._output import console, fail, success
+from .._output import console, fail, success, warn
 
 #: Shown in a dry run's repo id where the Hub would have said who you are.
 USER_PLACEHOLDER = "<your-hf-username>"
@@ -208,14 +210,14 @@ def _stage(project: EnvProject, dest: Path, **options: Any) -> Any:
     from ..wheels import WheelError
 
     try:
-        with console.status(f"Staging {project.manifest.name}: building the wheels"):
+        with console.status(Text(f"Staging {project.manifest.name}: building the wheels")):
             staged = stage_space(project, dest, **options)
     except StagingError as exc:
         fail(str(exc), code=2)
     except WheelError as exc:
         fail(str(exc), "Fix the build error above (`uv build --wheel` in the folder shows it).")
     for note in staged.notes:
-        console.print(f"[yellow]warning:[/] {note}")
+        warn(note)
     return staged
 
 
@@ -234,7 +236,10 @@ def _upload(
 ) -> Optional[str]:
     """Create the Space, upload the staged folder, then set its settings; returns a PR URL."""
     if not create_pr:
-        with console.status(f"Creating Space {repo_id}"), hub_errors("Creating the Space", repo_id):
+        with (
+            console.status(Text(f"Creating Space {repo_id}")),
+            hub_errors("Creating the Space", repo_id),
+        ):
             api.create_repo(
                 repo_id,
                 repo_type="space",
@@ -246,7 +251,7 @@ def _upload(
             if hardware:  # create_repo does not change the hardware of an existing Space
                 api.request_space_hardware(repo_id, hardware)
     with (
-        console.status(f"Uploading {count} files to {repo_id}"),
+        console.status(Text(f"Uploading {count} files to {repo_id}")),
         hub_errors("Uploading the files", repo_id),
     ):
         info = api.upload_folder(
@@ -347,7 +352,7 @@ def register(app: typer.Typer) -> None:
         variables = {k: v for k, v in manifest.variables.items() if k not in secret_values}
         variables.update(cli_vars)
         if create_pr and variables:
-            console.print("[yellow]warning:[/] openenv.yaml variables are not set with --create-pr")
+            warn("openenv.yaml variables are not set with --create-pr")
         options = {"base_image": base_image, "interface": interface, "exclude": patterns}
 
         if dry_run:
@@ -435,5 +440,5 @@ def _dry_run(
     plan_path = staged.root.parent / PLAN_FILE
     plan_path.write_text(text + "\n", encoding="utf-8")
     success(f"Staged {len(staged.files)} files in {staged.root}")
-    console.print(f"Plan written to {plan_path}; nothing was sent to the Hub.")
+    console.print(escape(f"Plan written to {plan_path}; nothing was sent to the Hub."))
     typer.echo(text)

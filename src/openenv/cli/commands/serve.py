@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from openenv.core.env_server.runner import DEFAULT_HOST
 from openenv.core.manifest import DEFAULT_PORT
@@ -42,9 +43,21 @@ def register(app: typer.Typer) -> None:
         port: int = typer.Option(DEFAULT_PORT, "--port", "-p", help="Port to listen on."),
         workers: int = typer.Option(1, min=1, help="Processes; sessions stay on their process."),
         reload: bool = typer.Option(False, help="Restart when source files change (development)."),
+        web: Optional[bool] = typer.Option(
+            None,
+            "--web/--no-web",
+            help="The /web playground, to play episodes in a browser (default: on if "
+            "ENABLE_WEB_INTERFACE is true, as in OpenEnv).",
+            show_default=False,
+        ),
     ) -> None:
         """Serve an environment locally, without Docker."""
+        from openenv.core.env_server.config import WEB_INTERFACE_ENV, web_interface_enabled
         from openenv.core.env_server.runner import run_server
+
+        if web is not None:
+            # Read where the app is built (create_app), in this process and in every worker.
+            os.environ[WEB_INTERFACE_ENV] = "1" if web else "0"
 
         app_path, root = resolve_app(target)
         if root is not None:
@@ -53,6 +66,9 @@ def register(app: typer.Typer) -> None:
             os.environ["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p
             )
-        console.print(f"Serving [bold]{app_path}[/] on http://{host}:{port}")
+        url = f"http://{host}:{port}"
+        console.print(f"Serving [bold]{escape(app_path)}[/] on {escape(url)}")
+        if web_interface_enabled():
+            console.print(f"Playground: {escape(url)}/web/")
         extra = {"reload_dirs": [str(root)]} if reload and root is not None else {}
         run_server(app_path, host=host, port=port, workers=workers, reload=reload, **extra)

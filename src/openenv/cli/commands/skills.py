@@ -16,7 +16,7 @@ from typing import Optional
 
 import typer
 
-from .._output import console, fail, success
+from .._output import console, fail, success, warn
 
 SKILL_NAME = "openenv-cli"
 SKILL_FILE = "SKILL.md"
@@ -56,7 +56,7 @@ def _link(link: Path, target: Path) -> str:
         return str(link)
     except OSError as exc:  # e.g. Windows without the privilege to make symlinks
         shutil.copytree(target, link)
-        console.print(f"[yellow]warning:[/] could not link {link} ({exc}); copied it instead")
+        warn(f"could not link {link} ({exc}); copied it instead")
         return str(link)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+from rich.text import Text
 
 from .._output import console, fail, success
 
@@ -115,7 +116,7 @@ def register(app: typer.Typer) -> None:
             except ValueError as exc:
                 fail(f"{exc}.", "Pass e.g. --url http://localhost:8000", code=2)
 
-            with console.status(f"Checking {chosen}"):
+            with console.status(Text(f"Checking {chosen}")):
                 report = validate_running_environment(chosen, timeout_s=timeout)
         else:
             folder = Path(chosen)
@@ -138,13 +139,13 @@ def register(app: typer.Typer) -> None:
                 )
             from openenv.testing.validation import validate_local_environment
 
-            with _sigterm_as_exit(), console.status(f"Validating {folder}") as status:
+            with _sigterm_as_exit(), console.status(Text(f"Validating {folder}")) as status:
                 report = validate_local_environment(
                     folder,
                     run=run,
                     timeout_s=timeout,
                     start_timeout_s=start_timeout,
-                    progress=status.update,
+                    progress=lambda message: status.update(Text(message)),
                 )
         if json_output:
             typer.echo(report.to_json())

@@ -116,7 +116,7 @@ class _Run:
             writer.close()
 
     async def _call(self, message: dict[str, Any]) -> dict[str, Any]:
-        from .mcp_environment import ToolCallFailed, _tool_data
+        from .mcp_environment import ToolCallFailed, tool_data
 
         name, arguments = message.get("tool"), message.get("arguments")
         if not isinstance(name, str) or not isinstance(arguments, dict):
@@ -137,7 +137,7 @@ class _Run:
             except ToolCallFailed as failed:
                 record.error = ToolErrorModel(error_type=failed.error_type, message=failed.message)
                 return _refusal(failed.error_type.value, failed.message)
-        record.result = _tool_data(raw)
+        record.result = tool_data(raw)
         return {"ok": True, "value": record.result}
 
     @staticmethod

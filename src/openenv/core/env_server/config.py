@@ -27,7 +27,7 @@ def web_interface_enabled(explicit: bool | None = None) -> bool:
     return os.environ.get(WEB_INTERFACE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _env_number(name: str, kind: type) -> Any | None:
+def env_number(name: str, kind: type) -> Any | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return None
@@ -124,7 +124,7 @@ class ServerConfig:
             "ws_bytes_per_s": ("OPENENV_WS_BYTES_PER_S", int),
         }
         for name, (var, kind) in env_map.items():
-            value = _env_number(var, kind)
+            value = env_number(var, kind)
             if value is not None:
                 values[name] = value
         from .security import allowed_origins_from_env, api_key_from_env

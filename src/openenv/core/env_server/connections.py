@@ -37,6 +37,8 @@ from starlette.websockets import WebSocket
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from ..protocol import CLOSE_NORMAL
+
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # pragma: no cover - httptools is optional
@@ -356,7 +358,7 @@ def frames_waiting_probe(websocket: WebSocket) -> Callable[[], bool] | None:
 
 
 async def close_websocket(
-    websocket: WebSocket, code: int = 1000, reason: str = "", bound: float = CLOSE_BOUND_S
+    websocket: WebSocket, code: int = CLOSE_NORMAL, reason: str = "", bound: float = CLOSE_BOUND_S
 ) -> None:
     """Send a close frame, waiting at most `bound` for a client that does not read; then drop
     the connection. Never raises."""
@@ -372,7 +374,7 @@ _closing: set[asyncio.Task[None]] = set()
 
 
 def close_websocket_soon(
-    websocket: WebSocket, code: int = 1000, reason: str = ""
+    websocket: WebSocket, code: int = CLOSE_NORMAL, reason: str = ""
 ) -> asyncio.Task[None]:
     """`close_websocket` on its own task: the caller (the reaper, a resuming connection) never
     waits on a client that does not read."""

@@ -3,7 +3,7 @@
 Every WebSocket endpoint (`/ws`, `/mcp`) reads its frames through a `FrameBudget`: after each
 frame the connection yields to the others, a connection sending more bytes than its share waits
 before its next frame is read (the kernel then makes the client wait), and one sending more
-invalid frames than its budget is closed with 1008 and a reason saying so.
+invalid frames than its budget is closed with `CLOSE_POLICY` (1008) and a reason saying so.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from collections.abc import Callable
 
 from starlette.websockets import WebSocket
 
+from ..protocol import CLOSE_POLICY
 from .config import ServerConfig
 from .connections import close_websocket, frames_waiting_probe, stop_reading
 
 logger = logging.getLogger("openenv.server")
-
-#: Close code for a connection that broke the server's rules (a flood of invalid frames).
-CLOSE_POLICY = 1008
 
 
 class TokenBucket:

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocket
 
 from ..errors import ServerError, exception_message
-from ..protocol import dumps
+from ..protocol import HarnessErrorCode, dumps
 from .connections import close_websocket
 from .flood import FrameBudget
 
@@ -153,7 +153,7 @@ class HarnessSocket:
                     await self._protocol_error(
                         websocket,
                         f"message of {size} bytes exceeds the limit of {limit} bytes",
-                        "MESSAGE_TOO_LARGE",
+                        HarnessErrorCode.MESSAGE_TOO_LARGE,
                     )
                 else:
                     try:
@@ -162,7 +162,7 @@ class HarnessSocket:
                         await self._protocol_error(
                             websocket,
                             'expected {"type": "message", "content": "..."}: ' + _describe(exc),
-                            "INVALID_MESSAGE",
+                            HarnessErrorCode.INVALID_MESSAGE,
                         )
                     else:
                         refused = False
@@ -211,7 +211,7 @@ class HarnessSocket:
                         await self._protocol_error(
                             websocket,
                             f"more than {_MAX_QUEUED} messages sent while a turn runs",
-                            "TOO_MANY_MESSAGES",
+                            HarnessErrorCode.TOO_MANY_MESSAGES,
                         )
             observation = step.result()
         except ServerError as exc:
@@ -229,10 +229,12 @@ class HarnessSocket:
             return False
         return True
 
-    async def _protocol_error(self, websocket: WebSocket, message: str, code: str) -> None:
+    async def _protocol_error(
+        self, websocket: WebSocket, message: str, code: HarnessErrorCode
+    ) -> None:
         from ..harness.events import HarnessProtocolError
 
-        frame = HarnessProtocolError(data={"message": message, "code": code})
+        frame = HarnessProtocolError(data={"message": message, "code": code.value})
         await self._send(websocket, frame.model_dump(mode="json"))
 
     async def _fail(

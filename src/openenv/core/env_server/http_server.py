@@ -38,7 +38,7 @@ from .mcp_endpoint import MCPEndpoint
 from .metrics import WORKER_SCOPE_HEADER, merge, peer_snapshots, render
 from .runner import freeze_startup_objects
 from .security import OPEN_PATHS, AccessGuard
-from .serialization import deserialize_action, dumps_observation, serialize_observation
+from .serialization import deserialize_action, encode_observation_reply
 from .sessions import Session, SessionManager
 from .shutdown import SigtermDrain
 from .types import (
@@ -69,10 +69,7 @@ def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None
 
 
 def _observation_response(obs: Observation, session_id: str | None = None) -> Response:
-    payload = serialize_observation(obs)
-    if session_id is not None:
-        payload["session_id"] = session_id
-    return _body_response(dumps_observation(payload, obs), session_id)
+    return _body_response(encode_observation_reply(obs).body(session_id), session_id)
 
 
 def _body_response(body: bytes, session_id: str | None) -> Response:
@@ -210,7 +207,7 @@ class HTTPEnvServer:
         """Start the reaper with the app; on shutdown close every session and environment.
 
         SIGTERM drains first (see `shutdown.SigtermDrain`): in-flight calls get to reply for up
-        to `shutdown_grace_s`, then WebSocket clients get close code 1012.
+        to `shutdown_grace_s`, then WebSocket clients get close code `CLOSE_RESTART` (1012).
         """
         # Everything imported so far lives as long as the process: keep it out of the garbage
         # collector's full passes, which otherwise stall every session under load.
@@ -357,12 +354,10 @@ class HTTPEnvServer:
                     return _observation_response(obs, session.id)
 
                 async def step_encoded() -> EncodedReply:
-                    obs = await manager.step(session, action, kwargs)
-                    payload = dumps_observation(serialize_observation(obs), obs)
-                    return EncodedReply("observation", payload)
+                    return encode_observation_reply(await manager.step(session, action, kwargs))
 
                 reply = await manager.once(session, request.request_id, step_encoded)
-                return _body_response(reply.with_field("session_id", session.id), session.id)
+                return _body_response(reply.body(session.id), session.id)
             except ServerError as exc:
                 return server.error_response(exc)
 
@@ -466,6 +461,8 @@ def create_fastapi_app(
     server.register_routes(app, _server_mode(mode))
     if web_interface:
         _mount_playground(app, server, env, env_name, web_title, web_renderer)
+    else:
+        _mount_index(app, env_name or server.manager.factory_name)
     # Innermost of ours: `/ws` sockets skip the framework's layers (but not the checks below).
     app.add_middleware(DirectWebSocketRoutes, routes={"/ws": server.ws})
     app.add_middleware(BodySizeLimit, limit=server.config.max_message_bytes)
@@ -503,6 +500,26 @@ def _mount_playground(
         api_key_required=server.config.api_key is not None,
         renderer=renderer_of(env, renderer),
     )
+
+
+def _mount_index(app: FastAPI, name: str) -> None:
+    """`GET /` without the playground: what this server is and its routes, instead of a bare
+    404 (with the playground, `/` redirects to it). An extension: no OpenEnv client asks."""
+    hint = (
+        "the /web playground is off: serve with `openenv serve --web` or "
+        "ENABLE_WEB_INTERFACE=1 to play an episode in a browser"
+    )
+
+    @app.get("/", include_in_schema=False)
+    async def index(request: Request) -> Response:
+        routes = sorted(
+            {
+                path
+                for route in request.app.routes
+                if (path := getattr(route, "path", "/")) != "/" and "oauth2" not in path
+            }
+        )
+        return _json({"environment": name, "routes": routes, "web": hint})
 
 
 #: OpenEnv's options for its Gradio page, which this server does not build (its playground is

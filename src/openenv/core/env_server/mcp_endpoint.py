@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from ..errors import CapacityReachedError, FactoryError, ServerError, SessionLostError
 from ..protocol import (
+    CLOSE_NORMAL,
     MAX_REQUEST_ID_CHARS,
     MCP_SESSION_HEADER,
     dumps,
@@ -226,7 +227,7 @@ class MCPEndpoint:
                 await websocket.send_text(
                     dumps(rpc_error(None, rpc.code, rpc.message, rpc.data)).decode()
                 )
-                await websocket.close(code=1000)
+                await websocket.close(code=CLOSE_NORMAL)
             except Exception:
                 pass
             return

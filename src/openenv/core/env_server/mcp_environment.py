@@ -115,7 +115,7 @@ def classify_tool_exception(name: str, exc: BaseException) -> ToolCallFailed:
     return ToolCallFailed(ToolErrorType.EXECUTION_ERROR, f"Tool '{name}' failed: {exc}")
 
 
-def _tool_data(result: Any) -> Any:
+def tool_data(result: Any) -> Any:
     """The tool's value, as fastmcp's client reads it: the unwrapped `result` of a wrapped
     value, else the structured content, else the text of a single text block."""
     structured = getattr(result, "structured_content", None)
@@ -137,7 +137,7 @@ def tool_call_result(result: Any) -> CallToolResult:
         content=list(getattr(result, "content", None) or []),
         structured_content=getattr(result, "structured_content", None),
         meta=getattr(result, "meta", None),
-        data=_tool_data(result),
+        data=tool_data(result),
         is_error=bool(getattr(result, "is_error", False)),
     )
 

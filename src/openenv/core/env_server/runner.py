@@ -103,9 +103,9 @@ def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
 
 def shutdown_grace() -> float:
     """OPENENV_SHUTDOWN_GRACE, seconds (default 10): how long SIGTERM waits for replies."""
-    from .config import DEFAULT_SHUTDOWN_GRACE, _env_number
+    from .config import DEFAULT_SHUTDOWN_GRACE, env_number
 
-    value = _env_number("OPENENV_SHUTDOWN_GRACE", float)
+    value = env_number("OPENENV_SHUTDOWN_GRACE", float)
     return max(0.0, DEFAULT_SHUTDOWN_GRACE if value is None else value)
 
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..protocol import dumps
+from ..protocol import CLOSE_POLICY, dumps
 from .asgi import route_path
 
 #: Routes that answer without credentials.
@@ -124,7 +124,7 @@ class AccessGuard:
         """Close before accepting: the client's handshake fails with HTTP 403."""
         message = await receive()
         if message["type"] == "websocket.connect":
-            await send({"type": "websocket.close", "code": 1008})
+            await send({"type": "websocket.close", "code": CLOSE_POLICY})
 
 
 def _same_origin(origin: str, headers: dict[bytes, bytes]) -> bool:

@@ -10,11 +10,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import EnvironmentExecutionError
-from ..protocol import encode_payload
+from ..protocol import EncodedReply, encode_observation, observation_data
 from .types import Action, Observation
 
-_OBS_ENVELOPE_FIELDS = {"reward", "done"}
-_PYDANTIC_DUMP = BaseModel.model_dump
 _PYDANTIC_VALIDATE = BaseModel.model_validate.__func__  # type: ignore[attr-defined]
 #: Action classes' validate functions (`validate_model`); a server has a handful of classes.
 _VALIDATORS: dict[type[BaseModel], Callable[[Any], Any]] = {}
@@ -27,43 +25,20 @@ _MCP_ACTION_TYPES = {
 
 
 def serialize_observation(observation: Observation) -> dict[str, Any]:
-    """The OpenEnv payload `{"observation", "reward", "done"}` plus the observation's metadata.
-
-    Metadata sits both inside the observation (where OpenEnv 0.10 clients read it) and at the
-    top level. The reward keeps its own JSON type (bool, int or float) on every transport.
-    """
-    cls = type(observation)
-    if cls.model_dump is _PYDANTIC_DUMP:
-        # What `model_dump` does, without passing the serializer a dozen default keyword
-        # arguments: that costs a third of the dump, on every step. A class that overrides
-        # `model_dump` gets its own.
-        body = cls.__pydantic_serializer__.to_python(observation, exclude=_OBS_ENVELOPE_FIELDS)
-    else:
-        body = observation.model_dump(exclude=_OBS_ENVELOPE_FIELDS)
-    return {
-        "observation": body,
-        "reward": observation.reward,
-        "done": observation.done,
-        "metadata": observation.metadata,
-    }
+    """The OpenEnv payload `{"observation", "reward", "done"}` plus the observation's metadata
+    (`protocol.observation_data`, where the shape is defined)."""
+    return observation_data(observation)
 
 
-def dumps_observation(value: Any, observation: Observation) -> bytes:
-    """JSON-encode a reply carrying `observation`.
+def encode_observation_reply(observation: Observation, binary: bool = False) -> EncodedReply:
+    """The reply to a reset or step, encoded by `protocol.encode_observation` (the one encoder
+    of observation replies, for every transport).
 
     An observation that cannot be encoded is the environment's bug: it is reported as
     EXECUTION_ERROR (category environment), not as a server failure.
     """
-    return encode_observation(value, observation, binary=False)[0]
-
-
-def encode_observation(
-    value: Any, observation: Observation, binary: bool
-) -> tuple[bytes, tuple[bytes, ...]]:
-    """`dumps_observation`, and with `binary` the observation's bytes and arrays taken out as
-    attachments of a binary frame (`protocol.encode_payload`)."""
     try:
-        return encode_payload(value, binary)
+        return encode_observation(observation, binary)
     except TypeError as exc:
         raise EnvironmentExecutionError(
             f"{type(observation).__name__} cannot be encoded as JSON: {exc}",

@@ -39,7 +39,16 @@ from ..errors import (
     SessionLostError,
     exception_message,
 )
-from ..protocol import EncodedReply, RequestId, session_log_id
+from ..protocol import (
+    CLOSE_IDLE_TIMEOUT,
+    CLOSE_NORMAL,
+    CLOSE_RESTART,
+    CLOSE_SHUTDOWN,
+    EncodedReply,
+    RequestId,
+    session_log_id,
+)
+from ..protocol import CLOSE_TAKEN_OVER as CLOSE_TAKEN_OVER  # re-exported (defined in protocol)
 from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
 from .connections import close_websocket_soon, wait_closing
 from .dispatch import CallDispatcher
@@ -60,12 +69,9 @@ T = TypeVar("T")
 #: What a request came to: its encoded reply, or the error it raised.
 Outcome = Union[EncodedReply, ServerError]
 
-#: WebSocket close codes the server uses when it ends a session itself.
-CLOSE_IDLE_TIMEOUT = 4001
-CLOSE_SHUTDOWN = 1001
-CLOSE_TAKEN_OVER = 4002
-#: Server shutting down: 1012 "service restart", the session is gone, reconnect elsewhere.
-CLOSE_RESTART = 1012
+# The WebSocket close codes a server ends a session with (CLOSE_*) are protocol.py's; they stay
+# importable from here.
+#: The close reason that goes with `CLOSE_RESTART` (server shutting down).
 RESTART_REASON = "server shutting down; start a new session (on another server)"
 #: Ids of sessions ended by a hung call, remembered so that a later call learns why.
 _ENDED_REMEMBERED = 1024
@@ -478,7 +484,9 @@ class SessionManager:
             )
         return session
 
-    async def destroy(self, session: Session, reason: str = "closed", ws_code: int = 1000) -> None:
+    async def destroy(
+        self, session: Session, reason: str = "closed", ws_code: int = CLOSE_NORMAL
+    ) -> None:
         """End a session exactly once: close its socket, its environment, free its slot."""
         if session._closed:
             return
@@ -543,7 +551,7 @@ class SessionManager:
     async def drain(self, grace: float) -> None:
         """Graceful shutdown: refuse new sessions and calls, let calls in flight finish (their
         replies are sent) for up to `grace` seconds, end the rest with TIMEOUT, then close every
-        session; WebSocket clients get close code 1012 (reconnect elsewhere)."""
+        session; WebSocket clients get `CLOSE_RESTART` (1012: reconnect elsewhere)."""
         self.draining = True
         self.slots.refuse_waiters(self._draining_error())
         loop = asyncio.get_running_loop()

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..protocol import (
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_NORMAL,
     RESUME_TOKEN_HEADER,
     SESSION_HEADER,
     loads,
@@ -172,7 +174,7 @@ class WorkerRouter:
             )
         except Exception as exc:
             logger.warning("Forwarding a WebSocket to worker %s failed: %s", owner, exc)
-            await send({"type": "websocket.close", "code": 1011})
+            await send({"type": "websocket.close", "code": CLOSE_INTERNAL_ERROR})
             return
         await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
 
@@ -181,7 +183,7 @@ class WorkerRouter:
                 async for frame in upstream:
                     key = "text" if isinstance(frame, str) else "bytes"
                     await send({"type": "websocket.send", key: frame})
-            code = upstream.close_code or 1000
+            code = upstream.close_code or CLOSE_NORMAL
             with contextlib.suppress(Exception):
                 await send(
                     {"type": "websocket.close", "code": code, "reason": upstream.close_reason or ""}

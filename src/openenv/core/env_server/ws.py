@@ -31,26 +31,28 @@ from ..errors import (
 from ..protocol import (
     BINARY_MAGIC,
     BINARY_SUBPROTOCOL,
+    CLOSE_TAKEN_OVER,
     EXTENDED_SUBPROTOCOLS,
     RESUME_TOKEN_HEADER,
     EncodedReply,
     Rejected,
     Request,
-    RequestId,
     WSErrorCode,
     decode_request,
-    dumps,
+    encode_closed,
     encode_error,
-    encode_frame,
+    encode_error_data,
+    encode_mcp,
+    encode_session,
+    encode_state,
     error_category,
     invalid_data,
-    pack_binary,
     session_id_from_scope,
 )
 from .connections import close_websocket, close_websocket_soon
 from .flood import FrameBudget
-from .serialization import deserialize_action, encode_observation, serialize_observation
-from .sessions import CLOSE_TAKEN_OVER, Session
+from .serialization import deserialize_action, encode_observation_reply
+from .sessions import Session
 
 if TYPE_CHECKING:
     from .http_server import HTTPEnvServer
@@ -156,7 +158,7 @@ class WebSocketHandler:
         if self.metrics is not None:
             self.metrics.error(str(data.get("code", "")), str(data.get("category", "")))
         try:
-            await websocket.send_text(_text(encode_frame("error", data)))
+            await websocket.send_text(_text(encode_error_data(data)))
         except Exception:
             return
         await close_websocket(websocket)
@@ -194,15 +196,15 @@ class WebSocketHandler:
     async def _announce(self, websocket: WebSocket, session: Session, resumed: bool) -> None:
         session.make_resumable()
         config = self.manager.config
-        data = {
-            "session_id": session.id,
-            "resumed": resumed,
-            "resume_grace_s": config.resume_grace_s,
-            "session_timeout_s": config.session_timeout,
-            "step_count": session.step_count,
-            "resume_token": session.resume_token,
-        }
-        await websocket.send_text(_text(encode_frame("session", data)))
+        frame = encode_session(
+            session.id,
+            resumed=resumed,
+            resume_grace_s=config.resume_grace_s,
+            session_timeout_s=config.session_timeout,
+            step_count=session.step_count,
+            resume_token=session.resume_token,
+        )
+        await websocket.send_text(_text(frame))
 
     async def _detach(self, websocket: WebSocket, session: Session) -> None:
         if session.websocket is not websocket or session.closed:
@@ -262,7 +264,7 @@ class WebSocketHandler:
                     await self.manager.destroy(session, "closed by client")
                     if close.request_id is not None:
                         try:
-                            frame = encode_frame("closed", {}, close.request_id)
+                            frame = encode_closed(close.request_id)
                             await websocket.send_text(_text(frame))
                         except Exception:
                             pass
@@ -303,15 +305,15 @@ class WebSocketHandler:
                 )
                 return reply.frame(rid, binary), False
             result = await self._run(session, request)
-            return self._encode(request.kind, result, rid, binary), False
+            return self._reply(request.kind, result, binary).frame(rid, binary), False
         except InvalidRequestError as exc:
             if metrics is not None:
                 metrics.error(exc.code, exc.category)
-            return encode_frame("error", exc.to_data(), rid), True
+            return encode_error_data(exc.to_data(), rid), True
         except ServerError as exc:
             if metrics is not None:
                 metrics.error(exc.code, exc.category)
-            return encode_frame("error", exc.to_data(), rid), False
+            return encode_error_data(exc.to_data(), rid), False
         except Exception as exc:  # a server bug must not end the connection
             logger.exception("Unexpected error handling a %s request", request.kind)
             if metrics is not None:
@@ -327,13 +329,7 @@ class WebSocketHandler:
     async def _run_encoded(
         self, session: Session, request: Request, binary: bool = False
     ) -> EncodedReply:
-        result = await self._run(session, request)
-        if request.kind in ("step", "reset"):
-            payload, blobs = encode_observation(serialize_observation(result), result, binary)
-            return EncodedReply("observation", payload, blobs)
-        if request.kind == "state":
-            return EncodedReply("state", dumps(result.model_dump()))
-        return EncodedReply("mcp", dumps(result))
+        return self._reply(request.kind, await self._run(session, request), binary)
 
     async def _run(self, session: Session, request: Request) -> Any:
         manager = self.manager
@@ -355,18 +351,14 @@ class WebSocketHandler:
         return await self.server.mcp.handle(data, ws_session=session)
 
     @staticmethod
-    def _encode(
-        kind: str, result: Any, request_id: RequestId | None, binary: bool = False
-    ) -> bytes:
+    def _reply(kind: str, result: Any, binary: bool = False) -> EncodedReply:
+        """The encoded reply to a request of `kind` that returned `result`; its frame is
+        `.frame(request_id, binary)`, and a session keeps it for a re-sent request."""
         if kind in ("step", "reset"):
-            msg: dict[str, Any] = {"type": "observation", "data": serialize_observation(result)}
-            if request_id is not None:
-                msg["id"] = request_id
-            header, blobs = encode_observation(msg, result, binary)
-            return pack_binary(header, blobs) if blobs else header
+            return encode_observation_reply(result, binary)
         if kind == "state":
-            return encode_frame("state", result.model_dump(), request_id)
-        return encode_frame("mcp", result, request_id)
+            return encode_state(result.model_dump())
+        return encode_mcp(result)
 
 
 def _token_matches(websocket: WebSocket, session: Session) -> bool:

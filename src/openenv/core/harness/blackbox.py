@@ -31,7 +31,7 @@ from .rollout import (
     ResourceSession,
     RolloutEvent,
     ToolTraceEntry,
-    _as_text,
+    as_text,
 )
 from .tools import resolve_tool_conflicts, tools_line
 
@@ -70,7 +70,7 @@ class _SessionTool(MCPTool):
         budget.trace.append(ToolTraceEntry(self.name, dict(arguments), result))
         if result.error is not None:
             raise ToolError(result.error)
-        return MCPToolResult(content=_as_text(result.data))
+        return MCPToolResult(content=as_text(result.data))
 
 
 def _prompt(messages: list[Message]) -> str:

@@ -18,9 +18,9 @@ completion's logprobs when the endpoint returned them, None otherwise, with what
 An episode scored 1.0, 0.2, 1.0 has `reward` 1.0, `step_rewards` [1.0, 0.2, 1.0] and
 `episode_return` 2.2.
 
-`write_dataset` turns the collected lines into a Hugging Face `datasets` dataset
-(`save_to_disk`, in `<output_dir>/dataset`; needs the `collect` extra) and `train.jsonl`, which
-`push_to_hf_hub` uploads with a dataset card.
+`write_dataset` writes the collected lines to `train.jsonl` (plain JSON lines, always) and, with
+the `collect` extra, as a Hugging Face `datasets` dataset (`save_to_disk`, in
+`<output_dir>/dataset`); `push_to_hf_hub` uploads `train.jsonl` with a dataset card.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from .rollout import (
     ModelStepResult,
     ResourceSessionFactory,
     VerifyResult,
-    _plain,
+    jsonable,
     resolve_env_reward,
     rollout_final_state,
     tool_result_reward,
@@ -168,7 +168,7 @@ class EpisodeRecord:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(json.dumps(_plain(asdict(self)), default=str))
+        data: dict[str, Any] = json.loads(json.dumps(jsonable(asdict(self)), default=str))
         return data
 
 
@@ -656,25 +656,36 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, default=str)
 
 
+def write_train_jsonl(output_dir: Path | str) -> Path:
+    """Write the collected episodes to `<output_dir>/train.jsonl`, one JSON object a line
+    (`load_dataset("json", data_files=...)` reads it); needs no `datasets`. Returns its path."""
+    output_dir = Path(output_dir)
+    train = output_dir / TRAIN_FILENAME
+    kept = RolloutSerializer(output_dir).kept_records()
+    with train.open("w", encoding="utf-8") as handle:
+        for record in kept:
+            handle.write(json.dumps(record, default=str) + "\n")
+    return train
+
+
 def write_dataset(output_dir: Path | str) -> Path:
-    """Save the collected episodes as a `datasets.Dataset` in `<output_dir>/dataset` (load it
-    with `datasets.load_from_disk`), and as `train.jsonl`. `messages` are OpenAI-style chat
-    messages (role, content, tool_calls with JSON-text arguments, tool_call_id, name);
-    `step_rewards`, `episode_return` and `model_calls` (index, prompt_ids, completion_ids,
-    logprobs, content, tool_calls as in messages, finish_reason) are typed columns; the other
-    free-form fields are JSON text."""
+    """Save the collected episodes as `train.jsonl` (always, see `write_train_jsonl`) and as a
+    `datasets.Dataset` in `<output_dir>/dataset` (load it with `datasets.load_from_disk`;
+    without the `datasets` package, ImportError after train.jsonl is written). `messages` are
+    OpenAI-style chat messages (role, content, tool_calls with JSON-text arguments,
+    tool_call_id, name); `step_rewards`, `episode_return` and `model_calls` (index, prompt_ids,
+    completion_ids, logprobs, content, tool_calls as in messages, finish_reason) are typed
+    columns; the other free-form fields are JSON text."""
+    output_dir = Path(output_dir)
+    train = write_train_jsonl(output_dir)
     try:
         import datasets
     except ImportError as exc:
         raise ImportError(
-            "writing a dataset needs the `datasets` package: pip install 'openenv[collect]'"
+            f"{train} is written; the `datasets` dataset ({DATASET_DIRNAME}/) needs the "
+            "`datasets` package: pip install 'openenv[collect]'"
         ) from exc
-    output_dir = Path(output_dir)
-    serializer = RolloutSerializer(output_dir)
-    kept = serializer.kept_records()
-    with (output_dir / TRAIN_FILENAME).open("w", encoding="utf-8") as handle:
-        for record in kept:
-            handle.write(json.dumps(record, default=str) + "\n")
+    kept = RolloutSerializer(output_dir).kept_records()
     tool_call = {
         "id": datasets.Value("string"),
         "type": datasets.Value("string"),
@@ -809,8 +820,7 @@ def push_to_hf_hub(
         raise ValueError(f"repo id {repo_id!r} must be 'user/name'")
     serializer = RolloutSerializer(output_dir)
     kept = serializer.kept_records()
-    train = output_dir / TRAIN_FILENAME
-    train.write_text("".join(json.dumps(r, default=str) + "\n" for r in kept))
+    write_train_jsonl(output_dir)
     (output_dir / README_FILENAME).write_text(
         build_dataset_readme(output_dir, config_name=config_name)
     )
@@ -857,4 +867,5 @@ __all__ = [
     "model_call_record",
     "push_to_hf_hub",
     "write_dataset",
+    "write_train_jsonl",
 ]

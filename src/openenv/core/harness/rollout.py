@@ -208,24 +208,24 @@ class HarnessAdapter(ABC):
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _as_text(value: Any) -> str:
+def as_text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
         return value
-    return json.dumps(_plain(value), sort_keys=True, default=str)
+    return json.dumps(jsonable(value), sort_keys=True, default=str)
 
 
-def _plain(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """Pydantic models and dataclasses as JSON-able data (for messages, metrics, files)."""
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     if hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
         return asdict(value)
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [jsonable(v) for v in value]
     return value
 
 
@@ -372,19 +372,19 @@ def _default_tool_result(
         data={
             "tool_name": name,
             "arguments": arguments,
-            "observation": _plain(result.observation),
+            "observation": jsonable(result.observation),
             "reward": result.reward,
             "done": result.done,
         },
         done=bool(result.done),
-        metadata={"reward": result.reward, "state": _plain(state)},
+        metadata={"reward": result.reward, "state": jsonable(state)},
     )
 
 
 def _default_verify(
     transcript: list[Message], final_state: Any, last: StepResult[Any] | None, state: Any
 ) -> VerifyResult:
-    plain_state = _plain(state)
+    plain_state = jsonable(state)
     metrics = {}
     if isinstance(plain_state, dict) and "step_count" in plain_state:
         metrics["step_count"] = plain_state["step_count"]
@@ -443,9 +443,9 @@ class SessionMCPBridge:
         except Exception as exc:
             return error(JsonRpcErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         payload = {
-            "data": _plain(result.data),
+            "data": jsonable(result.data),
             "done": result.done,
-            "metadata": _plain(dict(result.metadata)),
+            "metadata": jsonable(dict(result.metadata)),
             "error": result.error,
         }
         return JsonRpcResponse.success(payload, request_id=request_id).model_dump()
@@ -530,7 +530,7 @@ class MCPHarnessAdapter(HarnessAdapter):
                 content = (
                     f"error: {tool_result.error}"
                     if tool_result.error is not None and tool_result.data is None
-                    else _as_text(tool_result.data)
+                    else as_text(tool_result.data)
                 )
                 messages.append(
                     {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}

@@ -29,7 +29,7 @@ from .rollout import (
     ResourceSessionFactory,
     StepEnvSessionAdapter,
     ToolResult,
-    _plain,
+    jsonable,
 )
 from .tools import tools_line
 
@@ -87,7 +87,7 @@ def observation_messages(
     observation: Any, task: Any = None, *, tools: list[Tool] | None = None
 ) -> list[Message]:
     """The first user message for a reset observation (and the task, when there is one)."""
-    data = _plain(observation)
+    data = jsonable(observation)
     data = (
         {k: v for k, v in data.items() if k not in _IGNORED_FIELDS}
         if isinstance(data, dict)
@@ -115,7 +115,7 @@ def _step_tool_result(
 ) -> ToolResult:
     """The step's observation for the model, without `metadata` (graders keep answers
     there); the metadata stays in the result for the record."""
-    observation = _plain(result.observation)
+    observation = jsonable(result.observation)
     hidden: dict[str, Any] = {}
     if isinstance(observation, dict):
         hidden = observation.get("metadata") or {}
@@ -125,7 +125,7 @@ def _step_tool_result(
         done=bool(result.done),
         metadata={
             "reward": result.reward,
-            "state": _plain(state),
+            "state": jsonable(state),
             "observation_metadata": hidden,
         },
     )
@@ -134,7 +134,7 @@ def _step_tool_result(
 def _mcp_tool_result(
     name: str, arguments: dict[str, Any], result: StepResult[Any], state: Any
 ) -> ToolResult:
-    observation = _plain(result.observation)
+    observation = jsonable(result.observation)
     error = observation.get("error") if isinstance(observation, dict) else None
     body = observation.get("result") if isinstance(observation, dict) else observation
     if isinstance(body, dict) and "data" in body:
@@ -148,7 +148,7 @@ def _mcp_tool_result(
     return ToolResult(
         data=data,
         done=bool(result.done),
-        metadata={"reward": result.reward, "state": _plain(state)},
+        metadata={"reward": result.reward, "state": jsonable(state)},
         error=None if error is None else str(error),
     )
 
@@ -208,7 +208,7 @@ class EnvSessionFactory(ResourceSessionFactory[StepEnvSessionAdapter]):
             result = sync.step({"type": "list_tools"})
         finally:
             sync.close()
-        raw = _plain(result.observation).get("tools") or []
+        raw = jsonable(result.observation).get("tools") or []
         return [
             Tool(
                 name=t["name"],
@@ -270,9 +270,9 @@ class FleetSessionFactory(EnvSessionFactory):
         reset_kwargs: dict[str, Any] | None = None,
         system_prompt: str | None = None,
     ) -> None:
-        from openenv.fleet import EnvFleet
-
-        self.fleet = fleet.sync() if isinstance(fleet, EnvFleet) else fleet
+        # An `EnvFleet` gives its blocking twin with `.sync()`; a `SyncEnvFleet` is that twin.
+        sync = getattr(fleet, "sync", None)
+        self.fleet = sync() if callable(sync) else fleet
         super().__init__(
             "fleet://" + self.fleet.fleet.spec.target,
             client_factory=self._acquire,

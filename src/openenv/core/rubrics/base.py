@@ -125,10 +125,11 @@ def failed_rubric_path(exc: BaseException) -> str | None:
     return path if isinstance(path, str) else None
 
 
-def _add_note(exc: BaseException, note: str) -> None:
-    add_note = getattr(exc, "add_note", None)
-    if add_note is not None:
-        add_note(note)
+def add_note(exc: BaseException, note: str) -> None:
+    """`exc.add_note(note)`, also on Python 3.10 (which has no `add_note`)."""
+    native = getattr(exc, "add_note", None)
+    if native is not None:
+        native(note)
         return
     notes = getattr(exc, "__notes__", None)  # Python 3.10: keep the note for code that looks
     try:
@@ -437,7 +438,7 @@ class Rubric(ABC):
         if isinstance(exc, RubricError):
             exc.path, exc.rubric = path, failed
         where = repr(path) if path else "<root>"
-        _add_note(exc, f"raised by rubric {where} ({type(failed).__name__})")
+        add_note(exc, f"raised by rubric {where} ({type(failed).__name__})")
 
     def _path_of(self, target: Rubric) -> str | None:
         if target is self:

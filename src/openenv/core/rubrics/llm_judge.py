@@ -24,7 +24,7 @@ from typing import Any
 
 from openenv.core.llm_client import LLMClient
 
-from .base import Rubric, RubricError, _add_note
+from .base import Rubric, RubricError, add_note
 
 __all__ = ["JudgeError", "LLMJudge", "ParsedScore", "parse_score"]
 
@@ -284,7 +284,7 @@ class LLMJudge(Rubric):
         try:
             return self.prompt_template.format(action=action, observation=observation)
         except (KeyError, IndexError, AttributeError, ValueError) as exc:
-            _add_note(
+            add_note(
                 exc,
                 "LLMJudge cannot render its prompt template: it may use only {action} and "
                 "{observation} -- write literal braces as {{ and }}",
@@ -301,7 +301,7 @@ class LLMJudge(Rubric):
         try:
             output = await self.client.complete(prompt, **self.complete_kwargs)
         except Exception as exc:
-            _add_note(exc, "the LLM judge's model call failed: this is not a score")
+            add_note(exc, "the LLM judge's model call failed: this is not a score")
             raise
         if not isinstance(output, str):
             raise JudgeError(f"the LLM client returned {type(output).__name__}, not text")

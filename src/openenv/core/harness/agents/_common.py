@@ -93,8 +93,8 @@ class AgentSandbox:
         ro_binds: Sequence[Union[str, Path]] = (),
         env: Optional[Mapping[str, str]] = None,
     ) -> None:
+        from openenv.isolation.bubblewrap import SANDBOX_GID, SANDBOX_UID
         from openenv.sandbox import Sandbox
-        from openenv.sandbox.sandbox import SANDBOX_GID, SANDBOX_UID
 
         self.box = Sandbox(
             working_directory,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openenv.core.llm_client import (
-    _decode_arguments,
-    _text_of,
+    decode_tool_arguments,
+    message_text,
     openai_to_anthropic_messages,
     to_anthropic_tool,
     to_openai_tool,
@@ -277,7 +277,7 @@ def parse_openai_response(data: Mapping[str, Any]) -> Completion:
             CompletionToolCall(
                 id=str(call.get("id") or f"call_{index}"),
                 name=str(function["name"]),
-                arguments=_decode_arguments(function.get("arguments"), data),
+                arguments=decode_tool_arguments(function.get("arguments"), data),
             )
         )
     usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
@@ -288,7 +288,7 @@ def parse_openai_response(data: Mapping[str, Any]) -> Completion:
     token_ids = choice.get("token_ids")
     prompt_ids = data.get("prompt_token_ids", choice.get("prompt_token_ids"))
     return Completion(
-        text=_text_of(message.get("content")),
+        text=message_text(message.get("content")),
         tool_calls=calls,
         stop_reason=choice.get("finish_reason"),
         prompt_tokens=int((usage or {}).get("prompt_tokens") or 0),
@@ -386,7 +386,7 @@ def parse_anthropic_response(data: Mapping[str, Any]) -> Completion:
                 CompletionToolCall(
                     id=str(block.get("id", "")),
                     name=str(block.get("name", "")),
-                    arguments=_decode_arguments(block.get("input"), data),
+                    arguments=decode_tool_arguments(block.get("input"), data),
                 )
             )
     usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
@@ -453,7 +453,7 @@ def anthropic_request_to_openai(body: Mapping[str, Any]) -> dict[str, Any]:
                 )
             elif kind == "tool_result":
                 result = block.get("content")
-                text = _text_of(result) if not isinstance(result, str) else result
+                text = message_text(result) if not isinstance(result, str) else result
                 if block.get("is_error"):
                     text = f"[error] {text}"
                 results.append(

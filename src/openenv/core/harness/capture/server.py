@@ -52,10 +52,10 @@ from openenv.core.harness.capture.serving import BackgroundServing, ThreadedServ
 from openenv.core.harness.events import HarnessEvent, HarnessEventType
 from openenv.core.llm_client import (
     AnthropicClient,
+    HTTPChatClient,
     LLMError,
     LLMStatusError,
     OpenAIClient,
-    _HTTPChatClient,
     to_openai_tool,
 )
 
@@ -258,7 +258,7 @@ class _Proxy:
             "max_retries": upstream_retries,
         }
         # The LLM clients' retry and error classification, reused for raw bodies.
-        self._clients: dict[APIType, _HTTPChatClient] = {
+        self._clients: dict[APIType, HTTPChatClient] = {
             APIType.OPENAI_CHAT: OpenAIClient(self.llm_url, **options),
             APIType.ANTHROPIC: AnthropicClient(self.llm_url, **options),
         }
