@@ -29,7 +29,9 @@
 # and its TLS trust store (read-only, with SSL_CERT_FILE/SSL_CERT_DIR if set: where the host
 # reaches the registries through a TLS-inspecting proxy, so must they), and have no Docker
 # inside, so the image tests skip there. Logs: $FRESH_LOGS (default
-# /tmp/openenv-fresh-machine).
+# /tmp/openenv-fresh-machine). The second command's test run writes the node ids of the tests
+# that passed to $FRESH_LOGS/tests-passed.txt (tests/support/passed_elsewhere.py), so that
+# .ci/run's host run of the suite can leave them out.
 set -euo pipefail
 { # Bash reads this block whole before running it, so editing the file meanwhile is harmless.
 cd "$(dirname "$0")/.."
@@ -38,6 +40,7 @@ SUITE=bookworm
 PACKAGES=python3,python3-venv,python3-pip,ca-certificates
 LOGS=${FRESH_LOGS:-/tmp/openenv-fresh-machine}
 TIMEOUT=${FRESH_TIMEOUT:-40m}
+PASSED_LIST="$LOGS/tests-passed.txt"
 mkdir -p "$LOGS"
 
 # The README's first ```bash block: every line that is neither blank nor a comment.
@@ -168,7 +171,7 @@ if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
 fi
 
 run_in_fresh_container() {
-    local number=$1 command=$2 copy blocks name status=0
+    local number=$1 command=$2 copy blocks name status=0 record=()
     copy=$(mktemp -d /tmp/openenv-fresh-copy.XXXXXX)
     blocks=$(mktemp -d /tmp/openenv-fresh-blocks.XXXXXX)
     name="openenv-fresh-$$-$number"
@@ -184,12 +187,20 @@ run_in_fresh_container() {
         fi
         command="$command
 $RUN_BLOCKS"
+    else
+        # Which tests passed here (never a listing from an earlier run).
+        rm -f "$PASSED_LIST"
+        record=(-e OPENENV_TESTS_RECORD_PASSED=/home/openenv/.tests-passed.txt)
     fi
     timeout "$TIMEOUT" docker run --rm --name "$name" --network host \
-        "${TRUST[@]}" \
+        "${TRUST[@]}" "${record[@]}" \
         -v "$copy:/home/openenv" -v "$blocks:/readme-blocks:ro" -w /home/openenv "$IMAGE" \
         bash -euo pipefail -c "$command" 2>&1 | tee "$LOGS/command-$number.log" || status=$?
     docker rm -f "$name" >/dev/null 2>&1 || true
+    if [ -f "$copy/.tests-passed.txt" ]; then
+        cp "$copy/.tests-passed.txt" "$PASSED_LIST"
+        echo "fresh-machine: $(wc -l <"$PASSED_LIST") tests passed here: $PASSED_LIST"
+    fi
     rm -rf "$copy" "$blocks"
     if [ "$status" -eq 124 ]; then
         echo "fresh-machine: FAILED: README command $number did not finish within $TIMEOUT" >&2
