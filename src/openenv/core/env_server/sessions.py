@@ -1,14 +1,21 @@
-"""Session lifecycle: slots, a bounded wait queue, the idle reaper and ordered env calls.
+"""Session lifecycle: slots, a bounded wait queue and ordered env calls.
 
 One `SessionManager` per server. A session owns one environment instance. Its calls run one
 at a time (an asyncio lock, no thread per session); sync environment methods run on a shared
 thread pool so they never block the event loop, async ones run on the loop itself.
 
-Every environment call has a server-side deadline (`ServerConfig.timeout_for`). A call past it
-gets a TIMEOUT error and its session ends at once (slot freed, later calls told why): a sync
-call's thread is abandoned to the dispatcher (it closes the environment if the call ever
-returns), an async call is cancelled. On SIGTERM, `drain` refuses new work, waits up to the
-grace period for calls in flight, ends the rest the same way, and closes every session.
+The manager composes three parts with modules of their own:
+- `CallWatchdog` (call_watchdog.py): every environment call has a server-side deadline
+  (`ServerConfig.timeout_for`). A call past it gets a TIMEOUT error and its session ends at once
+  (slot freed, later calls told why): a sync call's thread is abandoned to the dispatcher (it
+  closes the environment if the call ever returns), an async call is cancelled.
+- `IdleReaper` (reaper.py): ends idle sessions, and resumable ones whose connection stayed away.
+- `ReplayStore` (replay_store.py): per session, the outcomes of requests by id, which the
+  transports consult so that a re-sent request is answered, not applied again
+  (`SessionManager.replay_store`).
+
+On SIGTERM, `drain` refuses new work, waits up to the grace period for calls in flight, ends the
+rest the same way, and closes every session.
 """
 
 from __future__ import annotations
@@ -22,10 +29,10 @@ import secrets
 import sys
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Awaitable, Callable
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from ..errors import (
     CallTimeoutError,
@@ -33,28 +40,24 @@ from ..errors import (
     EnvironmentExecutionError,
     FactoryError,
     OpenEnvError,
-    ReplyEvictedError,
     ServerError,
     SessionExpiredError,
     SessionLostError,
     exception_message,
 )
-from ..protocol import (
-    CLOSE_IDLE_TIMEOUT,
-    CLOSE_NORMAL,
-    CLOSE_RESTART,
-    CLOSE_SHUTDOWN,
-    EncodedReply,
-    RequestId,
-    session_log_id,
-)
+from ..protocol import CLOSE_IDLE_TIMEOUT as CLOSE_IDLE_TIMEOUT  # re-exported (protocol's)
+from ..protocol import CLOSE_NORMAL, CLOSE_RESTART, CLOSE_SHUTDOWN, session_log_id
 from ..protocol import CLOSE_TAKEN_OVER as CLOSE_TAKEN_OVER  # re-exported (defined in protocol)
+from .call_watchdog import CALL_KINDS, CallWatchdog, uncancel
 from .config import DEFAULT_CONCURRENT_SESSIONS, ServerConfig
 from .connections import close_websocket_soon, wait_closing
 from .dispatch import CallDispatcher
 from .errors import ConcurrencyConfigurationError
 from .interfaces import Environment, overrides, session_context_of
 from .metrics import ServerMetrics, make_tracer
+from .reaper import IdleReaper
+from .replay_store import Outcome as Outcome  # re-exported (defined in replay_store)
+from .replay_store import ReplayStore
 from .rewards import reset_rubric, score_step
 from .session_gc import SessionHeapFreezer, sized_young_generation
 from .types import Action, Observation, ServerCapacityStatus, SessionInfo, State
@@ -66,15 +69,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("openenv.server")
 
 T = TypeVar("T")
-#: What a request came to: its encoded reply, or the error it raised.
-Outcome = Union[EncodedReply, ServerError]
 
 # The WebSocket close codes a server ends a session with (CLOSE_*) are protocol.py's; they stay
 # importable from here.
 #: The close reason that goes with `CLOSE_RESTART` (server shutting down).
 RESTART_REASON = "server shutting down; start a new session (on another server)"
-#: Ids of sessions ended by a hung call, remembered so that a later call learns why.
-_ENDED_REMEMBERED = 1024
 
 
 def _declares_infrastructure(exc: Exception) -> bool:
@@ -129,20 +128,6 @@ def filter_kwargs(method: Callable[..., Any], kwargs: dict[str, Any]) -> dict[st
     if accepted is None:
         return kwargs
     return {k: v for k, v in kwargs.items() if k in accepted}
-
-
-def _replayable(exc: Exception) -> ServerError:
-    """The error to store for a re-sent request: its code, message and data, without the
-    traceback and causes (which would keep the failed call's frames alive)."""
-    if isinstance(exc, ServerError):
-        return ServerError(exc.message, exc.code, exc.to_data())
-    return ServerError(f"Internal error: {exception_message(exc)}")
-
-
-def _outcome_size(outcome: Outcome) -> int:
-    if isinstance(outcome, EncodedReply):
-        return 64 + len(outcome.payload) + sum(len(blob) for blob in outcome.blobs)
-    return 256 + len(outcome.message) + sum(len(str(v)) for v in outcome.data.values())
 
 
 class SlotPool:
@@ -232,11 +217,9 @@ class Session:
         "env_seconds",
         "exit_stack",
         "id",
-        "inflight",
         "last_activity",
         "pending",
-        "replay_size",
-        "replies",
+        "replay",
         "resumable",
         "resume_token",
         "step_count",
@@ -274,15 +257,26 @@ class Session:
         self.resume_token: str | None = None
         self.websocket: Any = None
         self.detached_at: float | None = None
-        # Outcomes of requests by id, so a re-sent request is answered, not applied again:
-        # an encoded reply, an error, or None once dropped for room (`replay_size` bytes kept).
-        self.replies: OrderedDict[RequestId, Outcome | None] | None = None
-        self.replay_size = 0
-        self.inflight: dict[RequestId, asyncio.Future[Outcome]] | None = None
+        #: Outcomes of requests by id, made on the first request with one
+        #: (`SessionManager.replay_store`).
+        self.replay: ReplayStore | None = None
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def replay_size(self) -> int:
+        """Bytes of replies kept for re-sent requests."""
+        return self.replay.size if self.replay is not None else 0
+
+    def mark_closed(self, reason: str) -> None:
+        """The session ends now (its resources are released by the caller); what it keeps for
+        re-sent requests no longer counts in the metrics."""
+        self._closed = True
+        self.closed_reason = reason
+        if self.replay is not None:
+            self.replay.gauge = None
 
     @property
     def lock(self) -> asyncio.Lock:
@@ -340,21 +334,18 @@ class SessionManager:
         self._safety_checked = safe is not None
         self.slots = SlotPool(limit, config.max_queued)
         self.sessions: dict[str, Session] = {}
-        #: Sessions with a call running (HTTP stateless ones included), for shutdown.
-        self.running: set[Session] = set()
         self.draining = False
-        self._all_done: asyncio.Event | None = None  # set when `running` empties while draining
-        #: session id -> (transport, why) of sessions a hung call ended, the latest ones.
-        self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()
-        self._timeouts = {k: config.timeout_for(k) for k in ("reset", "step", "state", "call")}
-        self._close_timeout: float | None = self._timeouts["call"]
-        self._watchdog: asyncio.Task[None] | None = None
+        timeouts = {k: config.timeout_for(k) for k in CALL_KINDS}
+        self._close_timeout: float | None = timeouts["call"]
         single = getattr(self.env_class, "REQUIRES_SINGLE_THREAD_EXECUTOR", False)
         # Threads start on demand: the pool only grows to as many sync calls as block at once.
         workers = 1 if single else config.max_threads
         idle = config.thread_idle_s
         self.dispatcher = CallDispatcher(workers, idle_timeout=idle if idle > 0 else None)
-        self._reaper: asyncio.Task[None] | None = None
+        #: Deadlines of the calls running, and the sessions a hung call ended.
+        self.watchdog = CallWatchdog(timeouts, self.dispatcher)
+        #: Sessions with a call running (HTTP stateless ones included), for shutdown.
+        self.running = self.watchdog.running
         self._id_prefix = worker_prefix()
         self._method_kinds: dict[tuple[type, str], bool] = {}
         #: Server mode given to MCP environments so mode-specific tools match the server.
@@ -364,6 +355,8 @@ class SessionManager:
         self.tracer = make_tracer(config.tracing)
         if self.metrics is not None:
             self.slots.queued_gauge = self.metrics.sessions_queued
+        #: Ends idle sessions, and resumable ones whose connection stayed away.
+        self.reaper = IdleReaper(config, self.sessions, self.destroy, self.metrics)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -443,7 +436,8 @@ class SessionManager:
                 env.close()
 
         try:
-            env = await self.run_bounded(build, self._timeouts["call"], "factory", close_late)
+            timeout = self.watchdog.timeouts["call"]
+            env = await self.run_bounded(build, timeout, "factory", close_late)
         except CallTimeoutError:
             raise
         except Exception as exc:
@@ -473,10 +467,10 @@ class SessionManager:
         session = self.sessions.get(session_id)
         if session is not None and by is not None and by != "ws" and session.transport == "ws":
             session = None
-        if session is None and session_id in self._ended:
-            transport, reason = self._ended[session_id]
-            if by is None or by == "ws" or transport != "ws":
-                raise self._ended_error(session_id, reason)
+        if session is None:
+            ended = self.watchdog.ended_error(session_id, by)
+            if ended is not None:
+                raise ended
         if session is None or session.closed:
             raise SessionLostError(
                 f"Unknown session_id: {session_id}. It was closed, expired, or never existed; "
@@ -490,8 +484,7 @@ class SessionManager:
         """End a session exactly once: close its socket, its environment, free its slot."""
         if session._closed:
             return
-        session._closed = True
-        session.closed_reason = reason
+        session.mark_closed(reason)
         if self.sessions.pop(session.id, None) is not None and self.metrics is not None:
             self.metrics.session_closed(session)
         ws = session.websocket
@@ -503,10 +496,8 @@ class SessionManager:
                 close_websocket_soon(ws, ws_code, reason[:120])
             await self._close_env(session)
         finally:
-            if session.inflight:
-                for fut in session.inflight.values():
-                    if not fut.done():
-                        fut.cancel()
+            if session.replay is not None:
+                session.replay.cancel_waiters()
             self.slots.release()
             self.heap_freezer.closed(len(self.sessions))
             if self.young_generation is not None:
@@ -532,14 +523,10 @@ class SessionManager:
     async def shutdown(
         self, ws_code: int = CLOSE_SHUTDOWN, reason: str = "server shutting down"
     ) -> None:
-        for task in (self._reaper, self._watchdog):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-        self._reaper = self._watchdog = None
+        await self.reaper.stop()
+        await self.watchdog.stop()
         self.draining = True
-        self._expire_all("the server shut down before the call finished")
+        self.watchdog.expire_all("the server shut down before the call finished")
         sessions = list(self.sessions.values())
         if sessions:  # closes run side by side: one slow close() does not hold up the others
             await asyncio.gather(
@@ -556,14 +543,12 @@ class SessionManager:
         self.slots.refuse_waiters(self._draining_error())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        if self.running:
-            self._all_done = asyncio.Event()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._all_done.wait(), grace)
+        await self.watchdog.settle(grace)
         # Calls still running are given up; a close() gets what is left of the grace period.
         self._close_timeout = max(0.5, deadline - loop.time())
         if self.running:
-            self._expire_all(f"the server shut down; the call did not finish within {grace:g}s")
+            why = f"the server shut down; the call did not finish within {grace:g}s"
+            self.watchdog.expire_all(why)
             for _ in range(20):  # let the handlers send the TIMEOUT replies
                 if not self.running:
                     break
@@ -578,48 +563,26 @@ class SessionManager:
             max_sessions=self.slots.size,
         )
 
-    # -- the idle reaper ----------------------------------------------------------------
+    # -- the idle reaper (reaper.py) and re-sent requests (replay_store.py) -----------------
 
     def ensure_reaper(self) -> None:
-        if self._reaper is None or self._reaper.done():
-            timeouts = [t for t in (self.config.session_timeout, self.config.resume_grace_s) if t]
-            if timeouts:
-                self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
-
-    def _reap_interval(self) -> float:
-        timeouts = [t for t in (self.config.session_timeout, self.config.resume_grace_s) if t]
-        return max(0.05, min(5.0, min(timeouts) / 4))
-
-    async def _reap_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._reap_interval())
-            try:
-                await self.reap_once()
-            except Exception:
-                logger.exception("Idle-session reaper failed; it keeps running")
+        self.reaper.ensure_running()
 
     async def reap_once(self) -> int:
-        now = time.monotonic()
-        idle = self.config.session_timeout
-        grace = self.config.resume_grace_s
-        reaped = 0
-        for session in list(self.sessions.values()):
-            if session.busy:
-                continue  # a running call ends by itself or at its deadline
-            if session.detached_at is not None and now - session.detached_at > grace:
-                await self.destroy(session, "resume grace period expired")
-                reaped += 1
-                if self.metrics is not None:
-                    self.metrics.reaped("resume_grace")
-            elif idle is not None and now - session.last_activity > idle:
-                logger.info("Closing session %s after %.0fs idle", session_log_id(session.id), idle)
-                await self.destroy(
-                    session, f"session idle for more than {idle:g}s", CLOSE_IDLE_TIMEOUT
-                )
-                reaped += 1
-                if self.metrics is not None:
-                    self.metrics.reaped("idle")
-        return reaped
+        return await self.reaper.reap_once()
+
+    def replay_store(self, session: Session) -> ReplayStore:
+        """The outcomes of `session`'s requests by id, which a transport consults before it
+        runs a request with an id (see replay_store.py), made on first use."""
+        replay = session.replay
+        if replay is None:
+            metrics = self.metrics
+            replay = session.replay = ReplayStore(
+                self.config.replay_window,
+                self.config.replay_bytes,
+                metrics.replay_bytes if metrics is not None and not session.closed else None,
+            )
+        return replay
 
     # -- running environment methods ---------------------------------------------------
 
@@ -696,7 +659,7 @@ class SessionManager:
             await lock.acquire()
             try:
                 if session.closed or session.env is None:
-                    raise self._closed_error(session)
+                    raise CallWatchdog.closed_error(session)
                 if self.draining:
                     raise SessionExpiredError(
                         "Server is shutting down; start a new session on another server.",
@@ -705,32 +668,24 @@ class SessionManager:
                 session.touch()
                 if counts_as_step and kind == "call":
                     kind = "step"  # an MCP tool call is an agent's action: the step deadline
-                timeout = self._timeouts.get(kind, self._timeouts["call"])
-                session.call_task = asyncio.current_task()
-                if timeout is not None:
-                    session.deadline = (session.last_activity + timeout, kind, timeout)
-                    if self._watchdog is None:
-                        self._start_watchdog()
-                self.running.add(session)
+                watchdog = self.watchdog
+                watchdog.begin(session, kind)
                 try:
-                    result = await (self._detached(session, work) if detached else work())
+                    result = await (watchdog.detached(session, work) if detached else work())
                 except (CallTimeoutError, asyncio.CancelledError) as exc:
                     timed_out = session.call_timed_out
                     if timed_out is None:
                         raise
                     if isinstance(exc, asyncio.CancelledError) and not detached:
-                        _uncancel(asyncio.current_task())  # our own cancel(), now a TIMEOUT
+                        uncancel(asyncio.current_task())  # our own cancel(), now a TIMEOUT
                     await self._end_hung(session, timed_out)
                     raise timed_out from None
                 finally:
-                    self.running.discard(session)
-                    session.call_task = session.waiter = session.deadline = None
-                    if self._all_done is not None and not self.running:
-                        self._all_done.set()
+                    watchdog.end(session)
                 if session.call_timed_out is not None:
                     # The deadline passed just as the call returned: keep its result.
                     if not detached:
-                        _uncancel(asyncio.current_task())
+                        uncancel(asyncio.current_task())
                     session.call_timed_out = None
                 if counts_as_step:
                     session.step_count += 1
@@ -741,181 +696,20 @@ class SessionManager:
             session.busy -= 1
             session.touch()
 
-    def _expire(self, session: Session, kind: str, timeout: float, why: str | None) -> None:
-        """A call's deadline passed (or the server shuts down): give it up now."""
-        task = session.call_task
-        if task is None or session.call_timed_out is not None:
-            return
-        message = why or f"{kind}() did not return within its {timeout:g}s deadline"
-        if session.id != "stateless":
-            message += "; the session was ended (start a new one)"
-        error = CallTimeoutError(message, method=kind, timeout_s=timeout)
-        session.call_timed_out = error
-        fut = session.pending
-        if fut is not None and not fut.done():
-            env = session.env
-            # The abandoned thread closes the environment once (if ever) the call returns; a
-            # close now would race the call still running in it.
-            if self.dispatcher.abandon(fut, env.close if env is not None else None):
-                session.env = None
-            fut.set_exception(error)
-            return
-        task.cancel()  # async code is cancelled at its await
-        waiter = session.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)  # ... and left behind, should it not stop
-
-    async def _detached(self, session: Session, work: Callable[[], Awaitable[T]]) -> T:
-        """Run `work` in a task of its own; the caller stops waiting at the deadline."""
-        loop = asyncio.get_running_loop()
-        inner: asyncio.Task[T] = loop.create_task(work())  # type: ignore[arg-type]
-        waiter: asyncio.Future[None] = loop.create_future()
-        inner.add_done_callback(functools.partial(_wake, waiter))
-        session.call_task, session.waiter = inner, waiter
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            inner.cancel()  # the caller went away (its connection ended)
-            raise
-        if not inner.done():
-            assert session.call_timed_out is not None
-            raise session.call_timed_out
-        return inner.result()
-
-    def _start_watchdog(self) -> None:
-        timeouts = [t for t in self._timeouts.values() if t is not None]
-        tick = max(0.02, min(1.0, min(timeouts) / 10)) if timeouts else 1.0
-        self._watchdog = asyncio.get_running_loop().create_task(self._watch(tick))
-
-    async def _watch(self, tick: float) -> None:
-        """Expire calls past their deadline (one task for all calls: no timer per call)."""
-        while True:
-            await asyncio.sleep(tick)
-            if not self.running:
-                continue
-            now = time.monotonic()
-            for session in list(self.running):
-                deadline = session.deadline
-                if deadline is not None and now >= deadline[0]:
-                    try:
-                        self._expire(session, deadline[1], deadline[2], None)
-                    except Exception:
-                        logger.exception("Ending a call past its deadline failed")
-
-    def _expire_all(self, why: str) -> None:
-        for session in list(self.running):
-            self._expire(session, "call", 0, why)
-
     async def _end_hung(self, session: Session, error: CallTimeoutError) -> None:
         """End a session whose call passed its deadline: its slot is freed at once."""
         logger.warning("Session %s ended: %s", session_log_id(session.id), error.message)
         if session._closed:
             return
-        session._closed = True
-        session.closed_reason = error.message
+        session.mark_closed(error.message)
         if self.sessions.pop(session.id, None) is not None:
             if self.metrics is not None:
                 self.metrics.session_closed(session)
                 self.metrics.reaped("call_timeout")
-            self._ended[session.id] = (session.transport, error.message)
-            while len(self._ended) > _ENDED_REMEMBERED:
-                self._ended.popitem(last=False)
+            self.watchdog.remember_ended(session, error.message)
             self.slots.release()
         # The socket stays open: later requests on it are told why the session ended.
         await self._close_env(session)
-
-    @staticmethod
-    def _ended_error(session_id: str, reason: str) -> SessionExpiredError:
-        return SessionExpiredError(
-            f"Session {session_id} was ended by the server because a call hung: {reason}. "
-            "Start a new session.",
-            reason="call_timeout",
-        )
-
-    def _closed_error(self, session: Session) -> ServerError:
-        if session.call_timed_out is not None:
-            return self._ended_error(session.id, session.closed_reason or "")
-        return SessionLostError(
-            f"Session {session.id} is closed ({session.closed_reason or 'closed'})."
-        )
-
-    async def once(
-        self,
-        session: Session,
-        request_id: RequestId,
-        work: Callable[[], Awaitable[EncodedReply]],
-    ) -> EncodedReply:
-        """Run `work` (which returns the encoded reply) at most once per request id of
-        `session`, on any transport.
-
-        A request re-sent after a dropped connection gets the stored outcome (its reply or its
-        error) or waits for the one still running, so no step is lost or applied twice. The
-        last `replay_window` ids are remembered, with as many of the newest replies as fit in
-        `replay_bytes` (the newest always); one whose reply was dropped gets REPLY_EVICTED.
-        """
-        replies, inflight = session.replies, session.inflight
-        if replies is None or inflight is None:
-            replies, inflight = session.replies, session.inflight = OrderedDict(), {}
-        if request_id in replies:
-            stored = replies[request_id]
-            if stored is None:
-                raise ReplyEvictedError(
-                    f"Request {request_id!r} was applied, but its reply is no longer kept "
-                    f"(at most {self.config.replay_bytes} bytes of replies per session); it is "
-                    "not applied again and its outcome is unknown",
-                    request_id=request_id,
-                )
-        else:
-            pending = inflight.get(request_id)
-            if pending is not None:
-                stored = await asyncio.shield(pending)
-            else:
-                fut: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-                inflight[request_id] = fut
-                try:
-                    stored = await work()
-                except Exception as exc:
-                    outcome = _replayable(exc)
-                    inflight.pop(request_id, None)
-                    self._store_reply(session, request_id, outcome)
-                    if not fut.done():
-                        fut.set_result(outcome)
-                    raise  # the caller that ran it sees the original error and its traceback
-                except BaseException:
-                    inflight.pop(request_id, None)
-                    fut.cancel()  # a waiting duplicate re-raises CancelledError and gives up
-                    raise
-                inflight.pop(request_id, None)
-                self._store_reply(session, request_id, stored)
-                if not fut.done():
-                    fut.set_result(stored)
-        if isinstance(stored, ServerError):
-            raise _replayable(stored)  # a fresh copy: raising the stored one would grow it
-        return stored
-
-    def _store_reply(self, session: Session, request_id: RequestId, outcome: Outcome) -> None:
-        """Keep `outcome`; drop the oldest replies past `replay_bytes` (their ids stay, so a
-        re-send is refused rather than applied again) and the oldest ids past
-        `replay_window`."""
-        replies = session.replies
-        assert replies is not None
-        replies[request_id] = outcome
-        size_before = session.replay_size
-        session.replay_size += _outcome_size(outcome)
-        limit = self.config.replay_bytes
-        if session.replay_size > limit:
-            for rid, old in replies.items():
-                if session.replay_size <= limit or rid == request_id:
-                    break
-                if old is not None:
-                    session.replay_size -= _outcome_size(old)
-                    replies[rid] = None
-        while len(replies) > self.config.replay_window:
-            _, old = replies.popitem(last=False)
-            if old is not None:
-                session.replay_size -= _outcome_size(old)
-        if self.metrics is not None and session.replay_size != size_before and not session.closed:
-            self.metrics.replay_bytes.inc(session.replay_size - size_before)
 
     async def reset(self, session: Session, kwargs: dict[str, Any]) -> Observation:
         metrics = self.metrics
@@ -1066,21 +860,6 @@ class SessionManager:
                 await self._close_env(session)
             finally:
                 self.slots.release()
-
-
-def _wake(waiter: asyncio.Future[None], task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved, also for a task left behind by its deadline
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-def _uncancel(task: asyncio.Task[Any] | None) -> None:
-    """Undo our own `cancel()` of a task whose cancellation became a TIMEOUT (Python 3.11+)."""
-    uncancel = getattr(task, "uncancel", None)
-    cancelling = getattr(task, "cancelling", None)
-    if uncancel is not None and cancelling is not None and cancelling():
-        uncancel()
 
 
 def _is_mcp_environment(env: object) -> TypeGuard[MCPEnvironment]:

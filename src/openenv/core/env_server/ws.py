@@ -299,10 +299,17 @@ class WebSocketHandler:
         rid = request.id
         try:
             if rid is not None and session.resumable:
-                # The encoded reply is what is kept for a re-send (measured in bytes).
-                reply = await self.manager.once(
-                    session, rid, lambda: self._run_encoded(session, request, binary)
-                )
+                # A re-sent request gets the outcome kept (the encoded reply, measured in
+                # bytes), or waits for the one running: it is not applied again.
+                replay = session.replay or self.manager.replay_store(session)
+                if not replay.begin(rid):
+                    return (await replay.outcome(rid)).frame(rid, binary), False
+                try:
+                    reply = self._reply(request.kind, await self._run(session, request), binary)
+                except BaseException as exc:
+                    replay.finish(rid, exc)
+                    raise
+                replay.finish(rid, reply)
                 return reply.frame(rid, binary), False
             result = await self._run(session, request)
             return self._reply(request.kind, result, binary).frame(rid, binary), False
@@ -325,11 +332,6 @@ class WebSocketHandler:
         finally:
             if metrics is not None:
                 metrics.request(request.kind, perf_counter() - started, session)
-
-    async def _run_encoded(
-        self, session: Session, request: Request, binary: bool = False
-    ) -> EncodedReply:
-        return self._reply(request.kind, await self._run(session, request), binary)
 
     async def _run(self, session: Session, request: Request) -> Any:
         manager = self.manager
