@@ -30,7 +30,7 @@ SRC = Path(openenv.__file__).resolve().parent
 #: and the like) are each a unit of the foundation.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Import no other unit of openenv at module level.
-    ("foundation", ("openenv.core.protocol", "openenv.core.errors")),
+    ("foundation", ("openenv.core.protocol", "openenv.core.errors", "openenv.settings")),
     # OS isolation: bubblewrap, namespaces, cgroups, spawning, limits.
     ("isolation", ("openenv.isolation",)),
     # Untrusted commands in a private workspace (MCP code mode and the agents run on it).

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Optional
 
 import typer
 
-from openenv import __version__
+from openenv import __version__, settings
 
 from .commands import (
     build,
@@ -57,11 +56,11 @@ for _command in (init, serve, validate, build, push, fork, skills, list_envs, ps
 
 
 #: Set to 1 to see the traceback of an unexpected error instead of its one-line summary.
-DEBUG_ENV = "OPENENV_DEBUG"
+DEBUG_ENV = settings.DEBUG.name
 
 
 def _debug() -> bool:
-    return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return settings.DEBUG.get() is True
 
 
 def main() -> None:

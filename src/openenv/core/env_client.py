@@ -15,10 +15,11 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 import typing
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from openenv import settings
 
 from .client_modes import DeferredResult, ExecutionMode, MaybeAwaitable, MixedModesError
 from .client_types import StepResult
@@ -72,7 +73,7 @@ _MODES = ("simulation", "production")
 
 
 def _resolve_mode(mode: str | None, default: str = "simulation") -> str:
-    value = (mode or os.environ.get("OPENENV_CLIENT_MODE") or default).strip().lower()
+    value = (mode or settings.CLIENT_MODE.get() or default).strip().lower()
     if value not in _MODES:
         raise ValueError(f"mode must be 'simulation' or 'production', got {value!r}")
     return value
@@ -132,7 +133,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self.max_message_size = int(max_message_size_mb * 1024 * 1024)
         self.headers = dict(headers or {})
         # A server started with OPENENV_API_KEY wants it on every request and handshake.
-        key = api_key or os.environ.get("OPENENV_API_KEY")
+        key = api_key or settings.API_KEY.get()
         if key and not any(name.lower() == "authorization" for name in self.headers):
             self.headers["Authorization"] = f"Bearer {key}"
         self.ping_interval_s = ping_interval_s

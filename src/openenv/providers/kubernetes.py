@@ -54,6 +54,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
 
+from openenv import settings
+
 from . import _docker as dk
 from .base import (
     Provider,
@@ -161,10 +163,7 @@ class Cluster:
                 "run inside a pod, or set KUBECONFIG / ~/.kube/config (`kubectl config view`)"
             ) from None
         self.namespace = (
-            namespace
-            or os.environ.get("OPENENV_KUBERNETES_NAMESPACE")
-            or context_namespace
-            or "default"
+            namespace or settings.KUBERNETES_NAMESPACE.get() or context_namespace or "default"
         )
         self.api_client = kubernetes.client.ApiClient(configuration)
         self.core = kubernetes.client.CoreV1Api(self.api_client)

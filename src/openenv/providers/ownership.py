@@ -23,6 +23,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Optional
 
+from openenv import settings
+
 #: Label prefix on containers and services; the same keys name the fields of local records.
 LABEL_PREFIX = "org.openenv."
 MANAGED_LABEL = LABEL_PREFIX + "managed"
@@ -124,7 +126,7 @@ class Owner:
 
 def state_dir() -> Path:
     """Where local resources are recorded: `$OPENENV_STATE_DIR`, else the user's state folder."""
-    configured = os.environ.get("OPENENV_STATE_DIR")
+    configured = settings.STATE_DIR.get()
     if configured:
         base = Path(configured)
     else:

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
+from openenv import settings
 from openenv.isolation import cgroups
 from openenv.isolation.bubblewrap import (
     SANDBOX_GID,
@@ -130,7 +131,7 @@ class SandboxForkServer(ForkServer):
             "PYTHONUNBUFFERED": "1",
         }
         env.update({k: v for k, v in os.environ.items() if k in _ENV_ALLOW})
-        env.update({k: v for k, v in os.environ.items() if k.startswith("OPENENV_")})
+        env.update({k: v for k, v in os.environ.items() if k.startswith(settings.PREFIX)})
         fds = (info_w,) if ns_fd is None else (info_w, ns_fd)
         try:
             super().__init__(

@@ -30,6 +30,8 @@ import time
 import traceback
 from typing import Any, Optional
 
+from openenv import settings
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -224,7 +226,7 @@ def _warm_environment(app: Any) -> None:
     """Build and close one environment, so first-use costs (schema generation, caches) are paid
     here instead of by every child's first session. `OPENENV_ZYGOTE_WARMUP=0` turns it off for
     an environment whose constructor has side effects."""
-    if os.environ.get("OPENENV_ZYGOTE_WARMUP", "1") == "0":
+    if not settings.ZYGOTE_WARMUP.get():
         return
     server = getattr(getattr(app, "state", None), "openenv_server", None)
     factory = getattr(getattr(server, "manager", None), "factory", None)
@@ -379,7 +381,7 @@ def serve_app(app: Any, sock: socket.socket) -> None:
     from openenv.core.env_server.runner import uvicorn_options
 
     options = uvicorn_options()
-    options["log_level"] = os.environ.get("OPENENV_LOG_LEVEL", "warning")
+    options["log_level"] = settings.LOG_LEVEL.get() or "warning"
     config = uvicorn.Config(app, **options)
     uvicorn.Server(config).run(sockets=[sock])
 

@@ -42,6 +42,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Optional, Union
 
+from openenv import settings
+
 from ..isolation import cgroups
 from ..isolation.bubblewrap import (
     SANDBOX_GID,
@@ -74,7 +76,7 @@ class WorkspacePathError(ValueError):
 def choose_backend(requested: Optional[str] = None) -> str:
     """The backend a new sandbox uses: `requested`, else OPENENV_SANDBOX, else bubblewrap when
     it works here and process otherwise."""
-    wanted = (requested or os.environ.get("OPENENV_SANDBOX") or "auto").strip().lower()
+    wanted = (requested or settings.SANDBOX.get() or "auto").strip().lower()
     if wanted in ("bwrap", "bubblewrap"):
         problem = bubblewrap_problem()
         if problem is not None:
@@ -170,7 +172,7 @@ class Sandbox:
         self.env = dict(env or {})
         self._owns_workspace = workspace is None
         if workspace is None:
-            root = os.environ.get("OPENENV_SANDBOX_ROOT") or tempfile.gettempdir()
+            root = settings.SANDBOX_ROOT.get() or tempfile.gettempdir()
             workspace = tempfile.mkdtemp(prefix="openenv-ws-", dir=root)
         self.host_workspace = Path(workspace).resolve()
         self.host_workspace.mkdir(parents=True, exist_ok=True)
@@ -781,7 +783,7 @@ class SandboxProcess:
 _MEMORY_RE = re.compile(r"MemoryError|cannot allocate|std::bad_alloc|out of memory", re.IGNORECASE)
 _FORK_RE = re.compile(r"fork: (retry: )?Resource temporarily unavailable|BlockingIOError")
 #: Set in the environment of a process-backend command that no cgroup holds (see _kill_marked).
-_SWEEP_VARIABLE = "OPENENV_SANDBOX_RUN"
+_SWEEP_VARIABLE = settings.SANDBOX_RUN.name
 _FILE_RE = re.compile(r"File too large|File size limit exceeded")
 #: After the first process exits, how long background processes may keep the pipes open.
 _EXIT_GRACE_S = 0.5

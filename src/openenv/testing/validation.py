@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Optional
 
+from openenv import settings
 from openenv.core.errors import exception_message
 from openenv.core.manifest import (
     MANIFEST_NAME,
@@ -627,10 +628,10 @@ def serve_folder(root: Path | str, start_timeout_s: float = 60.0) -> Iterator[st
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
-    env.setdefault("OPENENV_LOG_LEVEL", "warning")
+    env.setdefault(settings.LOG_LEVEL.name, "warning")
     env["PYTHONUNBUFFERED"] = "1"
     # The traceback, not the CLI's one-line summary: startup_error reads the file and line.
-    env["OPENENV_DEBUG"] = "1"
+    env[settings.DEBUG.name] = "1"
     command = [sys.executable, "-m", "openenv.cli", "serve", str(root)]
     command += ["--host", "127.0.0.1", "--port", str(port)]
     isolation: dict[str, Any] = (

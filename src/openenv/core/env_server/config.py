@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields
 from typing import Any
+
+from openenv import settings
 
 from .dispatch import DEFAULT_IDLE_TIMEOUT
 
@@ -17,26 +18,14 @@ DEFAULT_CALL_TIMEOUT = 600.0
 #: Seconds SIGTERM waits for in-flight calls to reply before the server ends them and exits.
 DEFAULT_SHUTDOWN_GRACE = 10.0
 #: OpenEnv's switch for its web interface; the same values turn the /web playground on.
-WEB_INTERFACE_ENV = "ENABLE_WEB_INTERFACE"
+WEB_INTERFACE_ENV = settings.WEB_INTERFACE.name
 
 
 def web_interface_enabled(explicit: bool | None = None) -> bool:
     """`explicit` if given, else `ENABLE_WEB_INTERFACE` (OpenEnv's values: true/1/yes)."""
     if explicit is not None:
         return explicit
-    return os.environ.get(WEB_INTERFACE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def env_number(name: str, kind: type) -> Any | None:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        return kind(raw)
-    except ValueError as exc:
-        raise ValueError(
-            f"Environment variable {name}={raw!r} is not a valid {kind.__name__}"
-        ) from exc
+    return settings.WEB_INTERFACE.get() is True
 
 
 @dataclass
@@ -105,46 +94,18 @@ class ServerConfig:
     def from_env(cls, **overrides: Any) -> ServerConfig:
         """Build a config: explicit (non-None) overrides win over environment variables."""
         values: dict[str, Any] = {}
-        env_map = {
-            "max_concurrent_envs": ("MAX_CONCURRENT_ENVS", int),
-            "session_timeout": ("OPENENV_SESSION_TIMEOUT", float),
-            "resume_grace_s": ("OPENENV_RESUME_GRACE", float),
-            "max_queued": ("OPENENV_MAX_QUEUED", int),
-            "queue_timeout_s": ("OPENENV_QUEUE_TIMEOUT", float),
-            "max_message_bytes": ("OPENENV_MAX_MESSAGE_BYTES", int),
-            "max_threads": ("OPENENV_MAX_THREADS", int),
-            "thread_idle_s": ("OPENENV_THREAD_IDLE_S", float),
-            "replay_bytes": ("OPENENV_REPLAY_BYTES", int),
-            "call_timeout": ("OPENENV_CALL_TIMEOUT", float),
-            "reset_timeout": ("OPENENV_RESET_TIMEOUT", float),
-            "step_timeout": ("OPENENV_STEP_TIMEOUT", float),
-            "state_timeout": ("OPENENV_STATE_TIMEOUT", float),
-            "shutdown_grace_s": ("OPENENV_SHUTDOWN_GRACE", float),
-            "ws_invalid_frame_limit": ("OPENENV_WS_INVALID_FRAME_LIMIT", int),
-            "ws_bytes_per_s": ("OPENENV_WS_BYTES_PER_S", int),
-        }
-        for name, (var, kind) in env_map.items():
-            value = env_number(var, kind)
+        for name, setting in _FROM_ENV.items():
+            value = setting.get()
             if value is not None:
                 values[name] = value
-        from .security import allowed_origins_from_env, api_key_from_env
-
-        if api_key_from_env():
-            values["api_key"] = api_key_from_env()
-        if allowed_origins_from_env():
-            values["allowed_origins"] = tuple(allowed_origins_from_env())
-        if os.environ.get("OPENENV_DOCS", "").strip().lower() in ("0", "false", "no", "off"):
+        api_key = settings.API_KEY.get()
+        if api_key:
+            values["api_key"] = api_key
+        origins = settings.ALLOWED_ORIGINS.get()
+        if origins:
+            values["allowed_origins"] = origins
+        if settings.DOCS.get() is False:
             values["docs"] = False
-        from .metrics import flag_from_env
-
-        for name, var in (
-            ("metrics", "OPENENV_METRICS"),
-            ("metrics_public", "OPENENV_METRICS_PUBLIC"),
-            ("tracing", "OPENENV_TRACING"),
-        ):
-            flag = flag_from_env(var)
-            if flag is not None:
-                values[name] = flag
         known = {f.name for f in fields(cls)}
         for name, value in overrides.items():
             if name not in known:
@@ -170,3 +131,26 @@ class ServerConfig:
 
 
 _KINDS = frozenset({"reset", "step", "state"})
+
+#: The fields an environment variable sets (unset or blank: the field's default).
+_FROM_ENV: dict[str, settings.Setting[Any]] = {
+    "max_concurrent_envs": settings.MAX_CONCURRENT_ENVS,
+    "session_timeout": settings.SESSION_TIMEOUT,
+    "resume_grace_s": settings.RESUME_GRACE,
+    "max_queued": settings.MAX_QUEUED,
+    "queue_timeout_s": settings.QUEUE_TIMEOUT,
+    "max_message_bytes": settings.MAX_MESSAGE_BYTES,
+    "max_threads": settings.MAX_THREADS,
+    "thread_idle_s": settings.THREAD_IDLE_S,
+    "replay_bytes": settings.REPLAY_BYTES,
+    "call_timeout": settings.CALL_TIMEOUT,
+    "reset_timeout": settings.RESET_TIMEOUT,
+    "step_timeout": settings.STEP_TIMEOUT,
+    "state_timeout": settings.STATE_TIMEOUT,
+    "shutdown_grace_s": settings.SHUTDOWN_GRACE,
+    "ws_invalid_frame_limit": settings.WS_INVALID_FRAME_LIMIT,
+    "ws_bytes_per_s": settings.WS_BYTES_PER_S,
+    "metrics": settings.METRICS,
+    "metrics_public": settings.METRICS_PUBLIC,
+    "tracing": settings.TRACING,
+}

@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import socket
 import struct
 from collections.abc import Callable
@@ -36,6 +35,8 @@ from typing import Any, Optional
 from starlette.websockets import WebSocket
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from openenv import settings
 
 from ..protocol import CLOSE_NORMAL
 
@@ -62,21 +63,6 @@ _RESPONSE_408 = (
 ) + _BODY_408
 
 
-def _env_seconds(name: str, default: Optional[float]) -> Optional[float]:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    if raw.strip() == "":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"Environment variable {name}={raw!r} is not a number of seconds") from (
-            None
-        )
-    return value if value > 0 else None
-
-
 @dataclass(frozen=True)
 class ConnectionLimits:
     """Per-connection timeouts and the connection cap; `None` disables one."""
@@ -89,26 +75,16 @@ class ConnectionLimits:
 
     @classmethod
     def from_env(cls) -> ConnectionLimits:
-        base = cls()
-        idle = _env_seconds("OPENENV_HTTP_IDLE_TIMEOUT", base.idle_timeout)
-        raw_cap = os.environ.get("OPENENV_MAX_CONNECTIONS")
-        cap = base.max_connections
-        if raw_cap is not None:
-            try:
-                cap = int(raw_cap) if raw_cap.strip() else None
-            except ValueError:
-                raise ValueError(
-                    f"Environment variable OPENENV_MAX_CONNECTIONS={raw_cap!r} is not an integer"
-                ) from None
-            if cap is not None and cap <= 0:
-                cap = None
+        # Unset: the default (the settings' defaults are these fields'); blank, 0 or less: off.
+        idle = settings.HTTP_IDLE_TIMEOUT.get()
+        cap = settings.MAX_CONNECTIONS.get()
         return cls(
-            header_timeout=_env_seconds("OPENENV_HTTP_HEADER_TIMEOUT", base.header_timeout),
-            body_timeout=_env_seconds("OPENENV_HTTP_BODY_TIMEOUT", base.body_timeout),
+            header_timeout=settings.HTTP_HEADER_TIMEOUT.get(),
+            body_timeout=settings.HTTP_BODY_TIMEOUT.get(),
             # uvicorn needs a number; a disabled idle timeout is a very long one.
             idle_timeout=idle if idle is not None else 365 * 24 * 3600.0,
-            ws_send_timeout=_env_seconds("OPENENV_WS_SEND_TIMEOUT", base.ws_send_timeout),
-            max_connections=cap,
+            ws_send_timeout=settings.WS_SEND_TIMEOUT.get(),
+            max_connections=None if cap is None else int(cap),
         )
 
     def uvicorn_options(self, http: str, ws: str) -> dict[str, Any]:

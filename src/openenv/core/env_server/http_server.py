@@ -13,11 +13,12 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from openenv import settings
+
 from ..errors import ServerError
 from ..protocol import (
     NEW_SESSION,
     SESSION_HEADER,
-    EncodedReply,
     ResetRequest,
     ResetResponse,
     StepRequest,
@@ -52,7 +53,7 @@ from .types import (
     ServerMode,
     State,
 )
-from .workers import WORKER_DIR_ENV, WORKER_ID_ENV, WorkerRouter
+from .workers import WorkerRouter
 from .ws import WebSocketHandler
 
 logger = logging.getLogger("openenv.server")
@@ -264,11 +265,11 @@ class HTTPEnvServer:
                 if request.headers.get(WORKER_SCOPE_HEADER) == "worker":
                     return Response(metrics.snapshot_json(), media_type="application/json")
                 snapshots = [metrics.snapshot()]
-                directory = os.environ.get(WORKER_DIR_ENV)
+                directory = settings.WORKER_DIR.get()
                 if directory:
                     snapshots += await peer_snapshots(
                         directory,
-                        os.environ.get(WORKER_ID_ENV, ""),
+                        settings.WORKER_ID.get() or "",
                         request.headers.get("authorization"),
                     )
                 body, content_type = render(merge(snapshots))
@@ -353,10 +354,18 @@ class HTTPEnvServer:
                     obs = await manager.step(session, action, kwargs)
                     return _observation_response(obs, session.id)
 
-                async def step_encoded() -> EncodedReply:
-                    return encode_observation_reply(await manager.step(session, action, kwargs))
-
-                reply = await manager.once(session, request.request_id, step_encoded)
+                # A re-sent request gets the outcome kept, or waits for the one running.
+                rid = request.request_id
+                replay = manager.replay_store(session)
+                if not replay.begin(rid):
+                    reply = await replay.outcome(rid)
+                    return _body_response(reply.body(session.id), session.id)
+                try:
+                    reply = encode_observation_reply(await manager.step(session, action, kwargs))
+                except BaseException as exc:
+                    replay.finish(rid, exc)
+                    raise
+                replay.finish(rid, reply)
                 return _body_response(reply.body(session.id), session.id)
             except ServerError as exc:
                 return server.error_response(exc)
@@ -413,7 +422,7 @@ class HTTPEnvServer:
 
 
 def _server_mode(mode: ServerMode | str | None) -> ServerMode:
-    raw = mode if mode is not None else (os.environ.get("OPENENV_MODE") or "simulation").strip()
+    raw = mode if mode is not None else (settings.MODE.get() or "simulation")
     try:
         return ServerMode(raw.lower() if isinstance(raw, str) else raw)
     except ValueError:
@@ -466,7 +475,7 @@ def create_fastapi_app(
     # Innermost of ours: `/ws` sockets skip the framework's layers (but not the checks below).
     app.add_middleware(DirectWebSocketRoutes, routes={"/ws": server.ws})
     app.add_middleware(BodySizeLimit, limit=server.config.max_message_bytes)
-    if os.environ.get(WORKER_DIR_ENV):
+    if settings.WORKER_DIR.get():
         app.add_middleware(WorkerRouter)
     # Outermost: nothing runs for a request that lacks credentials or comes from a foreign page.
     app.add_middleware(

@@ -24,6 +24,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from openenv import settings
+
 from ..protocol import dumps, loads, session_log_id
 
 if TYPE_CHECKING:
@@ -57,18 +59,11 @@ LATENCY_BUCKETS = (
     60.0,
 )
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-
 
 def flag_from_env(name: str) -> bool | None:
-    """True or False when the variable says so; None when it is unset (or unreadable)."""
-    value = os.environ.get(name, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    return None
+    """True or False when the variable (a flag of `openenv.settings`) says so; None when it is
+    unset (or unreadable)."""
+    return settings.BY_NAME[name].get()  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from openenv import settings
+
 #: Loopback unless asked: a server on every interface is an explicit choice (`--host 0.0.0.0`,
 #: as the Docker image's command makes it).
 DEFAULT_HOST = "127.0.0.1"
@@ -80,7 +82,7 @@ def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
     the connection limits of `connections.ConnectionLimits` (read from the environment)."""
     from .connections import ConnectionLimits
 
-    limit = max_message_bytes or int(os.environ.get("OPENENV_MAX_MESSAGE_BYTES", 8 * 1024 * 1024))
+    limit = max_message_bytes or settings.MAX_MESSAGE_BYTES.get() or 8 * 1024 * 1024
     http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     ws = "websockets-sansio" if importlib.util.find_spec("websockets") else "auto"
     return {
@@ -94,7 +96,7 @@ def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
         # connection; uvicorn only has to let them through.
         "ws_max_size": max(limit * 2, 16 * 1024 * 1024),
         "ws_per_message_deflate": False,
-        "log_level": os.environ.get("OPENENV_LOG_LEVEL", "info"),
+        "log_level": settings.LOG_LEVEL.get() or "info",
         # The app drains its sessions on SIGTERM within OPENENV_SHUTDOWN_GRACE (see
         # env_server/shutdown.py); uvicorn's own wait after that is bounded by the same figure.
         "timeout_graceful_shutdown": shutdown_grace(),
@@ -103,9 +105,9 @@ def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
 
 def shutdown_grace() -> float:
     """OPENENV_SHUTDOWN_GRACE, seconds (default 10): how long SIGTERM waits for replies."""
-    from .config import DEFAULT_SHUTDOWN_GRACE, env_number
+    from .config import DEFAULT_SHUTDOWN_GRACE
 
-    value = env_number("OPENENV_SHUTDOWN_GRACE", float)
+    value = settings.SHUTDOWN_GRACE.get()
     return max(0.0, DEFAULT_SHUTDOWN_GRACE if value is None else value)
 
 
@@ -127,7 +129,7 @@ def run_server(
 
     options = uvicorn_options()
     options.update(overrides)
-    unix_socket = os.environ.get("OPENENV_UNIX_SOCKET")
+    unix_socket = settings.UNIX_SOCKET.get()
     if unix_socket and "uds" not in options:
         # A container or sandbox without a network: the provider reaches it through a socket
         # file in a folder it shares with the environment.

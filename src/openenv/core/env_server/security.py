@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import secrets
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from openenv import settings
 
 from ..protocol import CLOSE_POLICY, dumps
 from .asgi import route_path
@@ -60,12 +61,11 @@ def _key_from_subprotocols(scope: Scope) -> bytes | None:
 
 
 def api_key_from_env() -> str | None:
-    return os.environ.get("OPENENV_API_KEY") or None
+    return settings.API_KEY.get()
 
 
 def allowed_origins_from_env() -> list[str]:
-    raw = os.environ.get("OPENENV_ALLOWED_ORIGINS", "")
-    return [item.strip().rstrip("/") for item in raw.split(",") if item.strip()]
+    return list(settings.ALLOWED_ORIGINS.get())
 
 
 class AccessGuard:

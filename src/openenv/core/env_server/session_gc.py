@@ -35,15 +35,11 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import weakref
 
+from openenv import settings
+
 logger = logging.getLogger("openenv.server")
-
-
-def _switched_on(variable: str) -> bool:
-    """The module's switches are on unless set to 0, false or nothing."""
-    return os.environ.get(variable, "1") not in ("0", "false", "")
 
 
 #: Live sessions at which the first freeze happens; below it full collections are cheap.
@@ -56,7 +52,7 @@ class SessionHeapFreezer:
 
     def __init__(self, min_sessions: int | None = None, enabled: bool | None = None) -> None:
         if enabled is None:
-            enabled = _switched_on("OPENENV_SESSION_GC_FREEZE")
+            enabled = settings.SESSION_GC_FREEZE.get()
         self.enabled = enabled
         self.min_sessions = min_sessions or DEFAULT_MIN_SESSIONS
         #: Live sessions at the last freeze (0: none frozen yet).
@@ -126,4 +122,4 @@ young_generation = YoungGeneration()
 def sized_young_generation() -> YoungGeneration | None:
     """The instance a new session manager reports to; None when `OPENENV_SESSION_GC_YOUNG=0`
     (read when the manager is made)."""
-    return young_generation if _switched_on("OPENENV_SESSION_GC_YOUNG") else None
+    return young_generation if settings.SESSION_GC_YOUNG.get() else None

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from openenv import settings
+
 from ..protocol import (
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
@@ -42,13 +44,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("openenv.server")
 
-WORKER_ID_ENV = "OPENENV_WORKER_ID"
-WORKER_DIR_ENV = "OPENENV_WORKER_DIR"
+WORKER_ID_ENV = settings.WORKER_ID.name
+WORKER_DIR_ENV = settings.WORKER_DIR.name
 
 
 def worker_prefix() -> str:
     """The session-id prefix of this process ("" when not running under the supervisor)."""
-    worker = os.environ.get(WORKER_ID_ENV)
+    worker = settings.WORKER_ID.get()
     return f"{worker}." if worker else ""
 
 
@@ -73,8 +75,8 @@ class WorkerRouter:
         import httpx  # noqa: F401
 
         self.app = app
-        self.me = os.environ.get(WORKER_ID_ENV, "")
-        self.directory = os.environ.get(WORKER_DIR_ENV, "")
+        self.me = settings.WORKER_ID.get() or ""
+        self.directory = settings.WORKER_DIR.get() or ""
         self._clients: dict[str, httpx.AsyncClient] = {}
 
     def _socket_path(self, worker: str) -> str:

@@ -39,6 +39,8 @@ from fastmcp.exceptions import ToolError
 from fastmcp.tools import Tool as MCPTool
 from fastmcp.tools import ToolResult as MCPToolResult
 
+from openenv import settings
+
 from ..env_server.mcp_environment import MCPEnvironment
 from ..env_server.mcp_types import RESERVED_TOOL_NAMES, CallToolAction, ListToolsAction
 from ..env_server.rewards import reset_rubric, score_step
@@ -66,7 +68,7 @@ HARNESS_CRASHED = "harness_crashed"
 TURN_TIMEOUT = "turn_timeout"
 
 #: The variable that holds the agent's key to the recording proxy (its capture session id).
-CAPTURE_KEY_VARIABLE = "OPENENV_CAPTURE_SESSION"
+CAPTURE_KEY_VARIABLE = settings.CAPTURE_SESSION.name
 
 
 class HarnessAction(Action):

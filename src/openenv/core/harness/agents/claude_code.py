@@ -22,6 +22,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
+from openenv import settings
+
 from ..adapter import (
     AgenticHarnessAdapter,
     HarnessError,
@@ -51,7 +53,7 @@ def find_claude(explicit: Optional[str] = None) -> Optional[str]:
     tests' install folder; None if there is none."""
     for candidate in (
         explicit,
-        os.environ.get("OPENENV_CLAUDE_CODE"),
+        settings.CLAUDE_CODE.get(),
         shutil.which("claude"),
         str(TEST_INSTALL_PREFIX / "node_modules" / ".bin" / "claude"),
     ):

@@ -21,8 +21,10 @@ import os
 import sys
 from typing import IO, Any
 
+from openenv.settings import MODEL_API_KEY
+
 #: The sandbox variable holding the API key the agent sends (the capture session id).
-KEY_VARIABLE = "OPENENV_MODEL_API_KEY"
+KEY_VARIABLE = MODEL_API_KEY.name
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
@@ -48,7 +50,7 @@ class TurnDriver:
 
         self.emit = emit
         self.step_limit = int(settings.get("step_limit", 30))
-        self.agent = build_agent(settings, self._event, os.environ.get(KEY_VARIABLE) or "unused")
+        self.agent = build_agent(settings, self._event, MODEL_API_KEY.get() or "unused")
 
     def _event(self, kind: str, **data: Any) -> None:
         self.emit({"type": kind, "data": data})

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any, Optional
 
-URL_VARIABLE = "OPENENV_MCP_URL"
+from openenv import settings
+
+URL_VARIABLE = settings.MCP_URL.name
 
 
 def _text_of(content: Sequence[Any]) -> str:
@@ -54,7 +55,7 @@ def _arguments(rest: Sequence[str]) -> dict[str, Any]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    url = os.environ.get(URL_VARIABLE)
+    url = settings.MCP_URL.get()
     if not argv or argv[0] in ("-h", "--help") or not url:
         print(__doc__, file=sys.stderr)
         return 2

@@ -17,7 +17,6 @@ import contextlib
 import hmac
 import ipaddress
 import logging
-import os
 import signal
 import sys
 import threading
@@ -31,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from openenv import settings
 from openenv.core.harness.capture.dialects import (
     APIType,
     Completion,
@@ -671,12 +671,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--api-key",
-        default=os.environ.get("OPENENV_LLM_API_KEY"),
+        default=settings.LLM_API_KEY.raw(),
         help="key for the model endpoint (default $OPENENV_LLM_API_KEY)",
     )
     parser.add_argument(
         "--admin-key",
-        default=os.environ.get("OPENENV_CAPTURE_ADMIN_KEY"),
+        default=settings.CAPTURE_ADMIN_KEY.raw(),
         help="guards /sessions (default $OPENENV_CAPTURE_ADMIN_KEY); required off loopback",
     )
     args = parser.parse_args(argv)
