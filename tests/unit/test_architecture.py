@@ -359,3 +359,28 @@ def test_importing_mcp_environment_alone_loads_no_provider() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+DOCS_ROOT = SRC.parents[1]
+
+
+def test_docs_architecture_lists_the_layers_in_order() -> None:
+    """docs/architecture.md's layer table is LAYERS: same names, same order."""
+    text = (DOCS_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    documented = [row.split("|")[1].strip() for row in rows[1:]]
+    assert documented == [name for name, _ in LAYERS]
+
+
+def test_the_readme_layout_names_every_package() -> None:
+    """README's Layout section names every package and top-level module of src/openenv."""
+    readme = (DOCS_ROOT / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    names = [
+        p.name
+        for p in SRC.iterdir()
+        if not p.name.startswith("_") and (p / "__init__.py").is_file()
+    ] + [p.name for p in SRC.glob("*.py") if not p.name.startswith("_")]
+    missing = [name for name in sorted(names) if f"`{name}`" not in layout]
+    assert not missing, f"README's Layout does not name {missing}"
