@@ -17,7 +17,7 @@
 # Every other python/bash block runs; blocks in other languages (```text, ```sh for docs' own
 # shell sessions) are not code blocks of the README's and are left alone.
 #
-#   .ci/fresh-machine.sh            both commands (and the blocks after the first)
+#   .ci/fresh-machine.sh            both commands, side by side (and the blocks after the first)
 #   .ci/fresh-machine.sh 1          only the first (the quick start), then the blocks
 #   .ci/fresh-machine.sh --commands print the two commands as read from the README, run nothing
 #   .ci/fresh-machine.sh --blocks   print each README block's fate and the programs that would
@@ -214,10 +214,17 @@ $RUN_BLOCKS"
 }
 
 failed=0
-for number in 1 2; do
-    if [ -z "${1:-}" ] || [ "$1" = "$number" ]; then
-        run_in_fresh_container "$number" "${COMMANDS[$((number - 1))]}" || failed=1
-    fi
-done
+if [ -z "${1:-}" ]; then
+    # Both, at once: each has a container and a copy of its own, and the first (an install and
+    # a few short episodes) mostly waits on the network while the second runs the suite. The
+    # first's output follows the second's.
+    run_in_fresh_container 1 "${COMMANDS[0]}" >"$LOGS/command-1.out" 2>&1 &
+    first=$!
+    run_in_fresh_container 2 "${COMMANDS[1]}" || failed=1
+    wait "$first" || failed=1
+    cat "$LOGS/command-1.out"
+else
+    run_in_fresh_container "$1" "${COMMANDS[$(($1 - 1))]}" || failed=1
+fi
 exit "$failed"
 }
