@@ -7,8 +7,9 @@ test that already passed on the fresh machine proves nothing new and costs minut
 budget, so the host's run leaves those out and runs the rest: what skipped, failed or did not
 run there.
 
-- ``OPENENV_TESTS_RECORD_PASSED=FILE``: at the end of the run, write to FILE the node id of
-  every test that passed (setup, call and teardown).
+- ``OPENENV_TESTS_RECORD_PASSED=FILE``: at the end of the run, write to FILE (a JSON list:
+  parametrized ids may hold spaces and newlines) the node id of every test that passed (setup,
+  call and teardown).
 - ``OPENENV_TESTS_PASSED_IN=FILE``: deselect the tests FILE lists. A missing FILE deselects
   nothing and says so, so a fresh-machine run that never got to its tests costs time, not
   coverage.
@@ -18,6 +19,7 @@ Both unset (any run but CI's), this plugin does nothing.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -45,7 +47,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not record:
         return
     passed = sorted(nodeid for nodeid, ok in _outcomes.items() if ok)
-    Path(record).write_text("".join(f"{nodeid}\n" for nodeid in passed), encoding="utf-8")
+    Path(record).write_text(json.dumps(passed, indent=0), encoding="utf-8")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -56,7 +58,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not path.is_file():
         _summary.append(f"{SKIP_ENV}={listing} does not exist: every selected test runs here")
         return
-    passed = set(path.read_text(encoding="utf-8").split())
+    passed = set(json.loads(path.read_text(encoding="utf-8")))
     kept = [item for item in items if item.nodeid not in passed]
     left_out = [item for item in items if item.nodeid in passed]
     if left_out:
