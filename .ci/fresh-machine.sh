@@ -201,7 +201,8 @@ $RUN_BLOCKS"
     docker rm -f "$name" >/dev/null 2>&1 || true
     if [ -f "$copy/.tests-passed.txt" ]; then
         cp "$copy/.tests-passed.txt" "$PASSED_LIST"
-        echo "fresh-machine: $(wc -l <"$PASSED_LIST") tests passed here: $PASSED_LIST"
+        echo "fresh-machine: $(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' \
+            "$PASSED_LIST") tests passed here: $PASSED_LIST"
     fi
     rm -rf "$copy" "$blocks"
     if [ "$status" -eq 124 ]; then
