@@ -175,5 +175,18 @@ def collect_wheels(
     ours = {path.name for path in local}
     for wheel in dest.glob("*.whl"):
         if wheel.name not in ours and not (cache / wheel.name).exists():
-            shutil.copy2(wheel, cache / wheel.name)
+            _add_to_cache(wheel, cache)
     return sorted(dest.glob("*.whl"))
+
+
+def _add_to_cache(wheel: Path, cache: Path) -> None:
+    """Copy `wheel` into the cache whole or not at all: another build collecting at the same
+    time reads the cache, and must never find half a wheel under its final name."""
+    fd, partial = tempfile.mkstemp(prefix=f".{wheel.name}.", suffix=".partial", dir=cache)
+    os.close(fd)
+    try:
+        shutil.copy2(wheel, partial)
+        os.replace(partial, cache / wheel.name)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
