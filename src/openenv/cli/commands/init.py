@@ -28,6 +28,7 @@ from rich.markup import escape
 
 import openenv
 
+from ..._install import made_by_uv
 from .._output import console, fail, success
 
 if sys.version_info >= (3, 11):
@@ -378,15 +379,6 @@ def _interpreter_commands() -> tuple[str, str]:
     if script is not None:
         return python_cmd, shlex.quote(script)
     return python_cmd, f"{python_cmd} -m openenv.cli"
-
-
-def made_by_uv() -> bool:
-    """Whether uv made the running environment (its pyvenv.cfg says so): its user has uv."""
-    try:
-        config = (Path(sys.prefix) / "pyvenv.cfg").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return any(line.partition("=")[0].strip() == "uv" for line in config.splitlines())
 
 
 def next_steps(target: Path) -> list[tuple[str, str]]:
